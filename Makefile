@@ -1,0 +1,53 @@
+# gradlab: two commands for learners (`make lab`, `make test`), a few for maintainers.
+# Both create .venv if it is missing and install the pinned stack once; later runs skip the install
+# unless requirements.txt or pyproject.toml changed.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.gradlab-installed
+PYTEST_ARGS ?=
+
+# Silence TensorFlow's C++ start-up logging for everything run from here (kernels inherit it).
+export TF_CPP_MIN_LOG_LEVEL := 2
+export TF_ENABLE_ONEDNN_OPTS := 0
+# Keep pip quiet about upgrades and never prompt.
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+# JupyterLab refuses to run as root unless told to.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+.PHONY: lab test install execute clean help
+
+help:
+	@echo "make lab    - install (once) and start JupyterLab on notebooks/ at 127.0.0.1"
+	@echo "make test   - install (once) and run the whole suite: gradlab's tests + nbval on every notebook"
+	@echo "make execute [NB=notebooks/NN_name.ipynb] - re-run notebooks in place (maintainers)"
+	@echo "make clean  - remove .venv and caches"
+
+$(PY):
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "gradlab needs Python 3.10 or newer; found " + sys.version.split()[0])'
+	$(PYTHON) -m venv $(VENV) || { echo "Creating the virtual environment failed: on Debian/Ubuntu run 'apt-get install python3-venv' first."; exit 1; }
+
+$(STAMP): requirements.txt pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e . || $(PY) -m pip install --quiet --no-deps -e .
+	$(PY) -m pip check
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+lab: install
+	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG)
+
+test: install
+	$(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS) tests notebooks
+
+# Re-execute notebooks in place as one clean top-to-bottom run (maintainers: after editing one).
+NB ?= $(sort $(wildcard notebooks/*.ipynb))
+execute: install
+	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 $(NB)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

@@ -1,0 +1,63 @@
+"""gradlab: modify the gradient of an op or a subgraph in TensorFlow, keep the forward pass.
+
+The public API:
+
+* ops (identity forward, modified backward): :func:`map_gradient`, :func:`scale_gradient`,
+  :func:`clip_gradient`, :func:`clip_gradient_norm`, :func:`reverse_gradient`,
+  :func:`straight_through`, :func:`surrogate_step`;
+* graph-mode overrides without the traps: :func:`register_gradient`, :func:`gradient_override`;
+* checking: :func:`check_gradient`, :class:`GradientCheck`;
+* Keras layers: :mod:`gradlab.layers` (``ScaleGradient``, ``ClipGradient``, ``ClipGradientNorm``,
+  ``GradientReversal``).
+
+Importing gradlab imports TensorFlow and nothing else heavy: ``gradlab.layers`` (Keras) is loaded
+on first use, and so are the plotting and widget helpers. It changes no global state; in
+particular it does not silence TensorFlow's C++ logging. To do that, set
+``TF_CPP_MIN_LOG_LEVEL=2`` and ``TF_ENABLE_ONEDNN_OPTS=0`` in the environment *before* the first
+``import tensorflow`` (the notebooks do this in their setup cell).
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from gradlab.checking import GradientCheck, check_gradient
+from gradlab.graph import gradient_override, register_gradient
+from gradlab.ops import (
+    clip_gradient,
+    clip_gradient_norm,
+    map_gradient,
+    reverse_gradient,
+    scale_gradient,
+    straight_through,
+    surrogate_step,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "map_gradient",
+    "scale_gradient",
+    "clip_gradient",
+    "clip_gradient_norm",
+    "reverse_gradient",
+    "straight_through",
+    "surrogate_step",
+    "register_gradient",
+    "gradient_override",
+    "check_gradient",
+    "GradientCheck",
+    "layers",
+]
+
+_LAZY_SUBMODULES = ("layers", "plots", "widgets")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_SUBMODULES:
+        return importlib.import_module(f"gradlab.{name}")
+    raise AttributeError(f"module 'gradlab' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY_SUBMODULES))
