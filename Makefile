@@ -7,6 +7,8 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.gradlab-installed
 PYTEST_ARGS ?=
+# Extra JupyterLab options, e.g. make lab LAB_ARGS='--ServerApp.port=9999 --no-browser'
+LAB_ARGS ?=
 
 # Silence TensorFlow's C++ start-up logging for everything run from here (kernels inherit it).
 export TF_CPP_MIN_LOG_LEVEL := 2
@@ -39,7 +41,7 @@ $(STAMP): requirements.txt pyproject.toml | $(PY)
 install: $(STAMP)
 
 lab: install
-	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG)
+	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
 
 test: install
 	$(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS) tests notebooks
@@ -47,7 +49,7 @@ test: install
 # Re-execute notebooks in place as one clean top-to-bottom run (maintainers: after editing one).
 NB ?= $(sort $(wildcard notebooks/*.ipynb))
 execute: install
-	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 $(NB)
+	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.record_timing=False $(NB)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

@@ -1,0 +1,352 @@
+"""Project-level checks: the pins agree everywhere, CI and Binder configs are valid, notebooks are
+stored as clean runs, and `make lab` really serves the workbook."""
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    tomllib = pytest.importorskip("tomli")
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+BIN = Path(sys.executable).parent
+
+# The packages the workbook must pin exactly (the issue's list), by distribution name.
+MUST_PIN = {
+    "tensorflow-cpu", "tensorflow", "keras", "jupyterlab", "ipywidgets", "matplotlib",
+    "nbval", "pytest", "hypothesis",
+}
+
+
+def read_requirements(path: Path, seen: set | None = None) -> list[Requirement]:
+    """Parses a pip requirements file, following -r includes relative to the including file."""
+    seen = set() if seen is None else seen
+    path = path.resolve()
+    assert path not in seen, f"requirements include cycle at {path}"
+    seen.add(path)
+    requirements = []
+    for raw in path.read_text().splitlines():
+        line = raw.split("#", 1)[0].strip() if not raw.lstrip().startswith("#") else ""
+        # A marker may contain '#'-free text; re-read the line without comment stripping inside quotes.
+        if not line:
+            continue
+        if line.startswith(("-r ", "--requirement ")):
+            requirements += read_requirements(path.parent / line.split(None, 1)[1], seen)
+        elif line.startswith("-"):
+            continue
+        else:
+            requirements.append(Requirement(line))
+    return requirements
+
+
+def applicable(requirements: list[Requirement], env: dict | None = None) -> dict[str, Requirement]:
+    env = env or default_environment()
+    result = {}
+    for req in requirements:
+        if req.marker is None or req.marker.evaluate(env):
+            name = req.name.lower()
+            assert name not in result, f"{name} is pinned twice for the same environment"
+            result[name] = req
+    return result
+
+
+ROOT_PINS = read_requirements(ROOT / "requirements.txt")
+
+PLATFORMS = {
+    "linux-x86_64-py311": dict(sys_platform="linux", platform_machine="x86_64", python_version="3.11"),
+    "linux-aarch64-py311": dict(sys_platform="linux", platform_machine="aarch64", python_version="3.11"),
+    "macos-arm64-py312": dict(sys_platform="darwin", platform_machine="arm64", python_version="3.12"),
+    "windows-py310": dict(sys_platform="win32", platform_machine="AMD64", python_version="3.10"),
+}
+
+
+# --- pins ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("platform", sorted(PLATFORMS))
+def test_every_platform_gets_one_exact_pin_of_each_package(platform):
+    env = {**default_environment(), **PLATFORMS[platform]}
+    pins = applicable(ROOT_PINS, env)
+    tf_names = {"tensorflow", "tensorflow-cpu"} & set(pins)
+    assert len(tf_names) == 1, f"{platform}: exactly one TensorFlow build, got {tf_names}"
+    expected_tf = "tensorflow-cpu" if PLATFORMS[platform]["sys_platform"] == "linux" and \
+        PLATFORMS[platform]["platform_machine"] == "x86_64" else "tensorflow"
+    assert tf_names == {expected_tf}
+    assert str(pins[expected_tf].specifier) == "==2.21.0"
+    for name in MUST_PIN - {"tensorflow", "tensorflow-cpu"}:
+        assert name in pins, f"{platform}: {name} is not pinned"
+    for name, req in pins.items():
+        specs = list(req.specifier)
+        assert len(specs) == 1 and specs[0].operator == "==", f"{name} must be pinned with ==, got {req}"
+    assert pins["keras"].specifier.contains("3.0.0") is False and str(pins["keras"].specifier).startswith("==3.")
+    assert str(pins["jupyterlab"].specifier).startswith("==4.")
+    assert str(pins["ipywidgets"].specifier).startswith("==8.")
+
+
+def test_installed_environment_matches_the_pins():
+    """The running environment is the pinned one (catches a stale .venv and drift)."""
+    mismatches = []
+    for name, req in applicable(ROOT_PINS).items():
+        try:
+            installed = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            mismatches.append(f"{name}: not installed")
+            continue
+        if not req.specifier.contains(installed, prereleases=True):
+            mismatches.append(f"{name}: installed {installed}, pinned {req.specifier}")
+    assert not mismatches, "run `make install` again:\n" + "\n".join(mismatches)
+
+
+def test_pyproject_ranges_admit_the_pins():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pins = applicable(ROOT_PINS)
+    for line in project["dependencies"]:
+        req = Requirement(line)
+        if req.marker is not None and not req.marker.evaluate():
+            continue
+        pinned = pins[req.name.lower()]
+        version = next(iter(pinned.specifier)).version
+        assert req.specifier.contains(version), f"pyproject wants {req}, requirements pin {pinned}"
+    assert project["requires-python"] == ">=3.10"
+
+
+def test_binder_installs_exactly_the_root_pins_and_gradlab():
+    binder = ROOT / "binder"
+    binder_pins = read_requirements(binder / "requirements.txt")
+    assert [str(r) for r in binder_pins] == [str(r) for r in ROOT_PINS]
+    post_build = (binder / "postBuild").read_text()
+    assert re.search(r"pip install .*-e \.", post_build), "postBuild must install gradlab itself"
+    assert os.access(binder / "postBuild", os.X_OK) and os.access(binder / "start", os.X_OK)
+    start = (binder / "start").read_text()
+    assert "TF_CPP_MIN_LOG_LEVEL=2" in start and "TF_ENABLE_ONEDNN_OPTS=0" in start
+    assert 'exec "$@"' in start
+
+
+def test_conda_environment_installs_the_same_pins_and_python():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    deps = env["dependencies"]
+    pip_section = next(d["pip"] for d in deps if isinstance(d, dict) and "pip" in d)
+    assert "-r requirements.txt" in pip_section and "-e ." in pip_section
+    assert "pip" in deps
+    conda_python = next(d for d in deps if isinstance(d, str) and d.startswith("python="))
+    runtime = (ROOT / "binder" / "runtime.txt").read_text().strip()
+    assert conda_python.split("=", 1)[1] == runtime.removeprefix("python-"), (conda_python, runtime)
+    assert env["variables"] == {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0"}
+
+
+# --- CI --------------------------------------------------------------------------------------------
+
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+
+
+def test_there_is_a_workflow():
+    assert WORKFLOWS
+
+
+@pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.name)
+def test_workflow_validates_against_the_github_schema(workflow):
+    result = subprocess.run(
+        [str(BIN / "check-jsonschema"), "--builtin-schema", "vendor.github-workflows", str(workflow)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_workflow_runs_make_test_on_push_pull_requests_and_weekly():
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text())
+    triggers = workflow[True] if True in workflow else workflow["on"]  # YAML 1.1 reads `on` as True
+    assert {"push", "pull_request", "schedule"} <= set(triggers)
+    cron = triggers["schedule"][0]["cron"].split()
+    assert len(cron) == 5 and cron[2] == "*" and cron[3] == "*" and cron[4] != "*", "weekly cron"
+    runs = [step.get("run", "") for job in workflow["jobs"].values() for step in job["steps"]]
+    assert any(run.strip() == "make test" for run in runs)
+
+
+def test_ci_script_runs_make_test():
+    script = (ROOT / ".ci" / "run").read_text()
+    commands = [l.strip() for l in script.splitlines() if l.strip() and not l.lstrip().startswith("#")]
+    assert "make test" in commands
+    assert "set -euo pipefail" in commands
+
+
+def test_readme_shows_the_two_commands_binder_conda_and_every_notebook():
+    readme = (ROOT / "README.md").read_text()
+    assert "make lab" in readme and "make test" in readme
+    assert re.search(r"mybinder\.org/v2/gh/[^)\s]+\?urlpath=lab/tree/notebooks/00_start_here\.ipynb", readme)
+    assert "conda env create -f environment.yml" in readme
+    for notebook in NOTEBOOKS:
+        assert f"(notebooks/{notebook.name})" in readme, f"{notebook.name} is missing from README's table"
+
+
+# --- Binder ---------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def dockerfile() -> str:
+    """The Dockerfile repo2docker would build (it prints it with --no-build; no Docker needed)."""
+    result = subprocess.run(
+        [str(BIN / "jupyter-repo2docker"), "--no-build", "--no-run", "--debug", str(ROOT)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout + result.stderr
+
+
+def test_repo2docker_accepts_binder_and_installs_the_pinned_stack_and_gradlab(dockerfile):
+    assert "Building conda environment for python=3.11" in dockerfile  # from binder/runtime.txt
+    copy_repo = dockerfile.index("COPY --chown=0:0 src/ ${REPO_DIR}/")
+    install = dockerfile.index('pip install --no-cache-dir -r "binder/requirements.txt"')
+    assert copy_repo < install, "binder/requirements.txt includes ../requirements.txt, so it must run after the repo is copied"
+    assert dockerfile.index("./binder/postBuild") > install
+    assert 'R2D_ENTRYPOINT="${REPO_DIR}/binder/start"' in dockerfile
+
+
+# --- notebooks --------------------------------------------------------------------------------------
+
+NOISE = re.compile(r"(^[IWE]\d{4} \d\d:\d\d|oneDNN custom operations|absl::InitializeLog|cuda_|TF-TRT|"
+                   r"This TensorFlow binary is optimized|rebuild TensorFlow|WARNING:tensorflow)", re.M)
+PATHS = re.compile(r"(/root/|/home/\w+|/tmp/|/work/|site-packages|\.venv/)")
+ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]{6,}")
+
+
+def output_text(output: dict) -> str:
+    if output.get("output_type") == "stream":
+        return "".join(output.get("text", ""))
+    if output.get("output_type") == "error":
+        return "\n".join(output.get("traceback", []))
+    return "".join(output.get("data", {}).get("text/plain", ""))
+
+
+def test_there_are_notebooks():
+    assert (ROOT / "notebooks" / "00_start_here.ipynb") in NOTEBOOKS
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_stored_as_one_clean_run(path):
+    nb = json.loads(path.read_text())
+    cells = nb["cells"]
+    assert cells[0]["cell_type"] == "markdown" and "".join(cells[0]["source"]).startswith("# "), "title first"
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    code = [c for c in cells if c["cell_type"] == "code"]
+    counts = [c["execution_count"] for c in code]
+    assert counts == list(range(1, len(code) + 1)), f"execution counts {counts}: re-run top to bottom"
+    for index, cell in enumerate(code, 1):
+        tags = set(cell.get("metadata", {}).get("tags", []))
+        for output in cell.get("outputs", []):
+            text = output_text(output)
+            if output["output_type"] == "error":
+                assert "raises-exception" in tags, f"cell [{index}] stores an error it does not declare"
+            assert not NOISE.search(text), f"cell [{index}] shows TensorFlow log noise: {NOISE.search(text)[0]!r}"
+            assert not PATHS.search(text), f"cell [{index}] shows a machine path: {PATHS.search(text)[0]!r}"
+            assert not ADDRESS.search(text), f"cell [{index}] shows a memory address"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_only_unstable_cells_escape_nbval(path):
+    """Cells excused from output comparison say why, and only widgets and timings may be excused."""
+    nb = json.loads(path.read_text())
+    for index, cell in enumerate((c for c in nb["cells"] if c["cell_type"] == "code"), 1):
+        tags = set(cell.get("metadata", {}).get("tags", []))
+        source = "".join(cell["source"])
+        assert "nbval-skip" not in tags and "# NBVAL_SKIP" not in source, f"cell [{index}] is skipped by nbval"
+        if "nbval-ignore-output" in tags or "# NBVAL_IGNORE_OUTPUT" in source:
+            assert re.search(r"(?i)(widget|explorer|timing|time|benchmark)", source), (
+                f"cell [{index}] ignores its output but is neither a widget nor a timing cell")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_follows_the_skeleton(path):
+    nb = json.loads(path.read_text())
+    markdown = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    for heading in ("Learning objectives", "Run time", "Setup", "Exercise", "Summary"):
+        assert re.search(heading, markdown, re.I), f"{path.name} has no '{heading}' part"
+    setup = next("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    assert "TF_CPP_MIN_LOG_LEVEL" in setup and setup.index("TF_CPP_MIN_LOG_LEVEL") < setup.index("import tensorflow")
+
+
+# --- the package's import cost and side effects -----------------------------------------------------
+
+def test_import_gradlab_loads_no_plotting_or_widgets():
+    """gradlab.plots and gradlab.widgets load matplotlib.pyplot and ipywidgets on first use only.
+
+    (TensorFlow itself imports parts of matplotlib and IPython; only what gradlab adds counts.)"""
+    code = ("import sys, tensorflow; before = set(sys.modules); import gradlab; "
+            "added = sorted(m for m in set(sys.modules) - before if m.split('.')[0] in "
+            "('matplotlib', 'ipywidgets', 'ipympl', 'IPython', 'keras') or m == 'matplotlib.pyplot'); "
+            "print(added)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+# --- make lab ----------------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_make_lab_serves_the_workbook_on_localhost_with_a_token():
+    port = free_port()
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(ROOT / ".venv" / "test-jupyter-config")}
+    server = subprocess.Popen(
+        ["make", "--no-print-directory", "lab",
+         f"LAB_ARGS=--ServerApp.port={port} --ServerApp.port_retries=0 --ServerApp.open_browser=False"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )
+    try:
+        token, log = None, []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and token is None:
+            line = server.stdout.readline()
+            if not line:
+                break
+            log.append(line)
+            match = re.search(rf"http://127\.0\.0\.1:{port}/lab\?token=([0-9a-f]+)", line)
+            token = match.group(1) if match else None
+        assert token, "no URL with a token in the output of make lab:\n" + "".join(log[-30:])
+        base = f"http://127.0.0.1:{port}"
+        model = None
+        while model is None:  # Jupyter Server prints its URL a moment before it accepts connections
+            try:
+                with urllib.request.urlopen(f"{base}/api/contents/00_start_here.ipynb?token={token}", timeout=30) as reply:
+                    model = json.load(reply)
+            except urllib.error.URLError as err:
+                if isinstance(err, urllib.error.HTTPError) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.25)
+        assert model["type"] == "notebook" and model["content"]["cells"]
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{base}/api/contents/00_start_here.ipynb", timeout=30)
+        assert refused.value.code == 403
+        with socket.socket() as sock:  # bound to loopback only
+            addresses = {info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)}
+            outside = sorted(a for a in addresses if not a.startswith("127."))
+            if outside:
+                assert sock.connect_ex((outside[0], port)) != 0
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=30)
