@@ -29,6 +29,11 @@ GraphGradientFn = Callable[..., object]
 # looks the function up here at gradient time, so registering a name again replaces its function.
 _REGISTERED: Dict[str, GraphGradientFn] = {}
 _lambda_counter = itertools.count(1)
+# gradient function -> the name gradient_override registered it under. Each function gets its own
+# name: two closures with one qualified name (``make(2.0)``, ``make(3.0)``) must not replace each
+# other's gradient in ops that were already built.
+_OVERRIDE_NAMES: Dict[GraphGradientFn, str] = {}
+_override_counter = itertools.count(1)
 
 
 def _default_name(fn: GraphGradientFn) -> str:
@@ -114,6 +119,31 @@ def register_gradient(fn: GraphGradientFn, name: Optional[str] = None) -> str:
     return name
 
 
+def _register_for_override(fn: GraphGradientFn) -> str:
+    """Registers a function passed to ``gradient_override`` under a name of its own.
+
+    The same function always gets the same name, so tracing a ``tf.function`` again registers
+    nothing new; a different function never shares a name with another one.
+    """
+    try:
+        hash(fn)
+    except TypeError:  # an unhashable callable object: a fresh name every time
+        hashable = False
+    else:
+        hashable = True
+        if fn in _OVERRIDE_NAMES:
+            return _OVERRIDE_NAMES[fn]
+    qualname = getattr(fn, "__qualname__", None) or type(fn).__name__
+    module = getattr(fn, "__module__", None) or "__main__"
+    name = f"gradlab:{module}.{qualname}#override{next(_override_counter)}"
+    while name in _REGISTERED or _is_registered(name):
+        name = f"gradlab:{module}.{qualname}#override{next(_override_counter)}"
+    register_gradient(fn, name)
+    if hashable:
+        _OVERRIDE_NAMES[fn] = name
+    return name
+
+
 def _known_op_types() -> Optional[set]:
     names = {n for n in dir(tf.raw_ops) if n[:1].isupper()}
     return names or None
@@ -143,7 +173,8 @@ def gradient_override(mapping: Mapping[str, Union[str, GraphGradientFn]]) -> Ite
     A checked ``tf.compat.v1.get_default_graph().gradient_override_map(...)``: every op of a mapped
     type created inside the ``with`` block gets the mapped gradient; ops created elsewhere keep
     theirs. Values may be names from :func:`register_gradient` (or ``tf.RegisterGradient``), or
-    gradient functions ``fn(op, *grads)``, which are registered for you.
+    gradient functions ``fn(op, *grads)``, which are registered for you (each function under a
+    name of its own).
 
     Which differentiation sees the override (measured on TensorFlow 2.21):
 
@@ -201,7 +232,7 @@ def gradient_override(mapping: Mapping[str, Union[str, GraphGradientFn]]) -> Ite
                 )
             resolved[op_type] = gradient
         elif callable(gradient):
-            resolved[op_type] = register_gradient(gradient)
+            resolved[op_type] = _register_for_override(gradient)
         else:
             raise TypeError(
                 f"the gradient for op type {op_type!r} must be a registered name or a function "

@@ -39,7 +39,7 @@ class ScaleGradient(_GradientLayer):
       >>> import keras, numpy as np, gradlab
       >>> model = keras.Sequential([keras.Input((2,)), gradlab.layers.ScaleGradient(0.5),
       ...                           keras.layers.Dense(1)])
-      >>> model(np.ones((1, 2), np.float32)).shape
+      >>> tuple(model(np.ones((1, 2), np.float32)).shape)
       (1, 1)
     """
 

@@ -32,6 +32,13 @@ GradientFn = Callable[[tf.Tensor], Optional[tf.Tensor]]
 
 
 def _cast(param: Scalar, dtype: tf.DType) -> tf.Tensor:
+    """``param`` as a tensor of ``dtype``, rounded once from its full-precision value.
+
+    A Python number goes straight to ``dtype``: ``tf.cast(0.1, tf.float64)`` would first make a
+    float32 constant and lose the bits float64 keeps. Tensors and variables are cast as usual.
+    """
+    if isinstance(param, (int, float)):
+        return tf.constant(param, dtype)
     return tf.cast(param, dtype)
 
 
@@ -187,7 +194,10 @@ def clip_gradient_norm(x, max_norm: Scalar) -> tf.Tensor:
         forward:   y = x
         backward:  dL/dx = dL/dy * min(1, max_norm / ||dL/dy||_2)
 
-    This is the ``clip_grad`` of the source material's ``py_func`` answer, in TF2 code.
+    This is the ``clip_grad`` of the source material's ``py_func`` answer, in TF2 code. For
+    float16 and bfloat16 the norm is computed in float32 and the result rounded once to the dtype:
+    in float16 the sum of squares overflows as soon as an element exceeds 256 (common with loss
+    scaling), and ``tf.clip_by_norm`` would then send back zeros.
 
     Args:
       x: a floating-point tensor, NumPy array or list.
@@ -211,7 +221,15 @@ def clip_gradient_norm(x, max_norm: Scalar) -> tf.Tensor:
     """
     max_norm = v.scalar(max_norm, "max_norm", positive=True)
     x = v.as_float_tensor(x, "x")
-    return _identity_with_gradient(x, lambda dy: tf.clip_by_norm(dy, _cast(max_norm, dy.dtype)))
+    return _identity_with_gradient(x, lambda dy: _clip_by_norm(dy, max_norm))
+
+
+def _clip_by_norm(dy: tf.Tensor, max_norm: Scalar) -> tf.Tensor:
+    """``tf.clip_by_norm(dy, max_norm)``, through float32 for the half-precision dtypes."""
+    if dy.dtype in (tf.float16, tf.bfloat16):
+        clipped = tf.clip_by_norm(tf.cast(dy, tf.float32), _cast(max_norm, tf.float32))
+        return tf.cast(clipped, dy.dtype)
+    return tf.clip_by_norm(dy, _cast(max_norm, dy.dtype))
 
 
 def reverse_gradient(x, factor: Scalar = 1.0) -> tf.Tensor:

@@ -1,0 +1,276 @@
+"""A real browser moves an explorer's slider in JupyterLab and sees the plot redrawn in place.
+
+Runs Debian's chromium (``apt-get install chromium``; the binary is ``/usr/bin/chromium``) through
+pip's playwright against a JupyterLab started here on 127.0.0.1 with a token. Under CI (the ``CI``
+environment variable is set) a missing browser or playwright is a failure, not a skip.
+
+The harness (:class:`JupyterLab`, :func:`launch_chromium`, :func:`open_and_run_all`,
+:class:`ExplorerView`) is also used by ``benchmarks/explorer_latency.py``.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: The notebook to open. None: a small generated notebook (setup cell + one explorer cell).
+#: To test the workbook instead, set it to ROOT / "notebooks" / "00_start_here.ipynb" (its folder
+#: is copied to a temporary directory, so the stored notebook is never modified).
+NOTEBOOK: Optional[Path] = None
+
+CHROMIUM = os.environ.get("GRADLAB_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+EXPLORER = ".gradlab-explorer"  # gradlab.widgets.CSS_CLASS
+
+SETUP_CELL = """\
+import os
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"
+import gradlab, gradlab.widgets"""
+EXPLORER_CELL = """\
+explorer = gradlab.widgets.scale_explorer(factor=0.5)
+explorer"""
+
+
+def write_test_notebook(path: Path, cells=(SETUP_CELL, EXPLORER_CELL)) -> Path:
+    """Writes a notebook of code cells (the Python 3 kernel) to ``path``."""
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook.cells = [nbformat.v4.new_code_cell(source) for source in cells]
+    nbformat.write(notebook, path)
+    return path
+
+
+def require_browser() -> None:
+    """Skips (locally) or fails (under CI) when chromium or playwright is missing."""
+    problems = []
+    if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
+        problems.append(f"no chromium at {CHROMIUM} (Debian/Ubuntu: apt-get install -y chromium)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        problems.append("playwright is not installed (pip install -r requirements.txt)")
+    if problems:
+        message = "the browser test cannot run: " + "; ".join(problems)
+        if os.environ.get("CI"):
+            pytest.fail(message + ". CI must run it: install the missing piece.", pytrace=False)
+        pytest.skip(message)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class JupyterLab:
+    """A JupyterLab server on 127.0.0.1 with a random token, serving ``root``; stop() ends it."""
+
+    def __init__(self, root: Path, workdir: Path):
+        self.root, self.port, self.token = root, free_port(), secrets.token_hex(16)
+        self.base = f"http://127.0.0.1:{self.port}"
+        workdir.mkdir(parents=True, exist_ok=True)
+        env = {
+            **os.environ,
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+            "TF_ENABLE_ONEDNN_OPTS": "0",
+            "JUPYTER_CONFIG_DIR": str(workdir / "config"),  # no user or machine settings
+            "JUPYTER_RUNTIME_DIR": str(workdir / "runtime"),
+        }
+        args = [
+            sys.executable, "-m", "jupyterlab", "--no-browser",
+            "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={root}",
+            f"--LabApp.workspaces_dir={workdir / 'workspaces'}",
+        ]
+        if os.geteuid() == 0:
+            args.append("--allow-root")
+        self.log_path = workdir / "jupyterlab.log"
+        self._log = open(self.log_path, "w")
+        self.process = subprocess.Popen(args, cwd=root, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        try:
+            self._wait_until_ready(timeout=90)
+        except BaseException:
+            self.stop()
+            raise
+
+    def api(self, path: str, method: str = "GET"):
+        request = urllib.request.Request(f"{self.base}{path}", method=method,
+                                         headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            body = reply.read()
+        return json.loads(body) if body else None
+
+    def _wait_until_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"JupyterLab exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                self.api("/api/status")
+                return
+            except (urllib.error.URLError, ConnectionError):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"JupyterLab did not start in {timeout} s:\n{self.log()}") from None
+                time.sleep(0.25)
+
+    def url(self, notebook: str) -> str:
+        return f"{self.base}/lab/tree/{notebook}?token={self.token}"
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text()[-4000:]
+
+    def stop(self) -> None:
+        """Shuts the kernels down, then ends the server by its own PID: terminate, wait, kill."""
+        if self.process.poll() is None:
+            try:
+                for kernel in self.api("/api/kernels") or []:
+                    self.api(f"/api/kernels/{kernel['id']}", method="DELETE")
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass  # the server terminates its kernels on SIGTERM as well
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=20)
+        self._log.close()
+
+
+def launch_chromium(playwright):
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+
+def run_command(page, menu: str, command: str) -> None:
+    """Runs a JupyterLab command from the menu bar, as a user would (once it is enabled)."""
+    page.locator(".lm-MenuBar-item", has_text=menu).first.click()
+    page.locator(f"li.lm-Menu-item[data-command='{command}']:not(.lm-mod-disabled)").click()
+
+
+def open_and_run_all(page, lab: JupyterLab, notebook: str, timeout_ms: int = 90_000) -> None:
+    """Opens the notebook, waits for an idle kernel, runs all cells and waits until they are done."""
+    page.goto(lab.url(notebook))
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=timeout_ms)
+    idle = ".jp-NotebookPanel .jp-Notebook-ExecutionIndicator[data-status='idle']"
+    page.wait_for_selector(idle, timeout=timeout_ms)
+    page.locator(".jp-NotebookPanel .jp-Cell .jp-InputPrompt").first.click()  # make it the current notebook
+    # Clear the stored outputs and execution counts first, so that "done" below means this run.
+    run_command(page, "Edit", "editmenu:clear-all")
+    run_command(page, "Run", "runmenu:run-all")
+    # Every code cell gets an execution count once it has run ("[*]" while queued or running).
+    page.wait_for_function(
+        """() => {
+            const prompts = [...document.querySelectorAll('.jp-NotebookPanel .jp-CodeCell .jp-InputPrompt')];
+            return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent));
+        }""",
+        timeout=timeout_ms,
+    )
+    page.wait_for_selector(f"{EXPLORER} img", state="visible", timeout=timeout_ms)
+    page.wait_for_selector(idle, timeout=timeout_ms)
+
+
+class ExplorerView:
+    """The first explorer with a slider on the page: its slider handle, plot image and readout."""
+
+    def __init__(self, page):
+        self.page = page
+        self.root = page.locator(EXPLORER, has=page.locator(".noUi-handle")).first  # has a slider
+        self.image = self.root.locator("img").first
+        self.handle = self.root.locator(".noUi-handle").first
+        self.readout = self.root.locator(".widget-readout").first
+
+    def src(self) -> str:
+        return self.image.get_attribute("src")
+
+    def pixels(self) -> np.ndarray:
+        from PIL import Image
+
+        return np.asarray(Image.open(io.BytesIO(self.image.screenshot())).convert("RGB")).astype(int)
+
+    def step(self, key: str = "ArrowRight", timeout_ms: int = 30_000) -> None:
+        """Presses a key on the focused slider and waits until the image shows a new, loaded PNG."""
+        before = self.src()
+        self.page.keyboard.press(key)
+        self.page.wait_for_function(
+            "([img, before]) => img.src !== before && img.complete && img.naturalWidth > 0",
+            arg=[self.image.element_handle(), before], timeout=timeout_ms,
+        )
+
+
+# --- the test ---------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lab-root")
+    if NOTEBOOK is None:
+        notebook = write_test_notebook(root / "explorer.ipynb").name
+    else:
+        shutil.copytree(NOTEBOOK.parent, root, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        notebook = NOTEBOOK.name
+    server = JupyterLab(root, tmp_path_factory.mktemp("lab-state"))
+    yield server, notebook
+    server.stop()
+
+
+@pytest.mark.browser
+def test_keyboard_slider_step_redraws_the_plot_in_place(request):
+    require_browser()  # first, so that a missing browser under CI is this test's failure
+    from playwright.sync_api import sync_playwright
+
+    server, notebook = request.getfixturevalue("lab")
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            errors = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            open_and_run_all(page, server, notebook)
+            view = ExplorerView(page)
+            # The explorer's cell shows one output (no second figure) and no error or warning.
+            cell = page.locator(".jp-CodeCell", has=view.root).first
+            assert cell.locator(".jp-OutputArea-output").count() == 1
+            stderr = cell.locator("[data-mime-type='application/vnd.jupyter.stderr']")
+            assert stderr.count() == 0, stderr.first.inner_text()
+            assert view.root.locator("img").count() == 1
+
+            view.handle.focus()
+            readout, before = view.readout.inner_text(), view.pixels()
+            view.step("ArrowRight")
+            after = view.pixels()
+            assert view.readout.inner_text() != readout, "the slider did not move"
+            assert before.shape == after.shape and before.shape[1] >= 600
+            changed = np.any(before != after, axis=2)
+            half = changed.shape[1] // 2
+            assert changed[:, half:].sum() > 200, "the gradient panel did not change"
+            assert not changed[:, :half].any(), "the forward panel changed, but the forward pass did not"
+
+            for key in ("ArrowRight", "ArrowLeft", "ArrowLeft"):  # +1 +1 -1 -1: back where it began
+                view.step(key)
+            assert view.readout.inner_text() == readout
+            np.testing.assert_array_equal(view.pixels(), before)
+            # Still one output and one image: updates happen in place.
+            assert cell.locator(".jp-OutputArea-output").count() == 1
+            assert view.root.locator("img").count() == 1
+            assert errors == []
+        finally:
+            browser.close()

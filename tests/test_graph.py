@@ -1,0 +1,261 @@
+"""register_gradient and gradient_override: graph-mode overrides that fail loudly, not silently."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import gradlab
+
+_ids = itertools.count()
+
+
+def unique(prefix: str) -> str:
+    """A registry name not used by any other test (the registry lives for the whole process)."""
+    return f"gradlab_tests.{prefix}.{next(_ids)}"
+
+
+def times(k: float):
+    def gradient(op, grad):
+        return k * grad
+
+    return gradient
+
+
+def identity_gradient_in_function(name_or_fn):
+    """A fresh tf.function: tf.gradients of a tf.identity built under the override."""
+
+    @tf.function
+    def gradient(x):
+        with gradlab.gradient_override({"Identity": name_or_fn}):
+            y = tf.identity(x)
+        return tf.gradients(y, x)[0]
+
+    return float(gradient(tf.constant(1.0)))
+
+
+# ------------------------------------------------------------------------------------------------
+# register_gradient
+# ------------------------------------------------------------------------------------------------
+
+
+def test_register_gradient_returns_the_name_and_the_gradient_is_used():
+    name = unique("Five")
+    assert gradlab.register_gradient(times(5.0), name) == name
+    assert identity_gradient_in_function(name) == 5.0
+
+
+def test_registering_the_same_name_again_replaces_the_function():
+    name = unique("Rerun")
+    gradlab.register_gradient(times(2.0), name)
+    assert identity_gradient_in_function(name) == 2.0
+    assert gradlab.register_gradient(times(3.0), name) == name  # tf.RegisterGradient: KeyError
+    assert identity_gradient_in_function(name) == 3.0
+
+
+def test_register_gradient_default_names():
+    def my_gradient(op, grad):
+        return grad
+
+    name = gradlab.register_gradient(my_gradient)
+    assert isinstance(name, str) and name.startswith("gradlab:") and "my_gradient" in name
+    assert gradlab.register_gradient(my_gradient) == name  # re-running a cell: same name
+    first, second = gradlab.register_gradient(lambda op, g: g), gradlab.register_gradient(
+        lambda op, g: g
+    )
+    assert first != second  # lambdas cannot be told apart by name
+
+
+@pytest.mark.parametrize("name", ["Relu", "Identity", "MatMul"])
+def test_a_name_owned_by_tensorflow_is_refused(name):
+    with pytest.raises(
+        ValueError, match=rf"name '{name}' already names a gradient that gradlab did not register"
+    ):
+        gradlab.register_gradient(times(1.0), name)
+
+
+def test_a_name_registered_with_tf_register_gradient_is_refused():
+    name = unique("ByTensorFlow")
+    tf.RegisterGradient(name)(times(1.0))
+    with pytest.raises(ValueError, match=name):
+        gradlab.register_gradient(times(2.0), name)
+
+
+@pytest.mark.parametrize(
+    "fn, name, error, message",
+    [
+        (3, "X", TypeError, r"fn must be callable.*int 3"),
+        (times(1.0), 7, TypeError, r"name must be a string; got int 7"),
+        (times(1.0), "", ValueError, r"name must be a non-empty string"),
+    ],
+    ids=["fn", "name type", "empty name"],
+)
+def test_register_gradient_bad_arguments(fn, name, error, message):
+    with pytest.raises(error, match=message):
+        gradlab.register_gradient(fn, name)
+
+
+# ------------------------------------------------------------------------------------------------
+# gradient_override
+# ------------------------------------------------------------------------------------------------
+
+
+def test_gradient_override_raises_in_eager_mode():
+    with pytest.raises(RuntimeError, match=r"gradient_override has no effect in eager mode"):
+        with gradlab.gradient_override({"Identity": times(5.0)}):
+            pass
+
+
+def test_gradient_override_in_tf_function_with_a_name_or_a_function():
+    name = gradlab.register_gradient(times(5.0), unique("Named"))
+    assert identity_gradient_in_function(name) == 5.0
+    assert identity_gradient_in_function(times(-2.0)) == -2.0
+    assert identity_gradient_in_function(lambda op, grad: 0.5 * grad) == 0.5
+
+
+def test_gradient_override_yields_the_resolved_mapping_and_leaves_other_ops_alone():
+    name = gradlab.register_gradient(times(5.0), unique("Resolved"))
+
+    @tf.function
+    def gradients(x):
+        with gradlab.gradient_override({"Identity": name, "Relu": times(0.0)}) as resolved:
+            inside = tf.identity(x)
+        outside = tf.identity(x)
+        assert resolved["Identity"] == name and isinstance(resolved["Relu"], str)
+        return tf.gradients(inside, x)[0], tf.gradients(outside, x)[0]
+
+    inside, outside = gradients(tf.constant(1.0))
+    assert float(inside) == 5.0 and float(outside) == 1.0
+
+
+def test_gradient_override_in_a_tf1_graph_and_session():
+    """The source material's ReLU question: let the gradient through where x > -1."""
+
+    def leaky_window(op, grad):
+        return grad * tf.cast(op.inputs[0] > -1.0, grad.dtype)
+
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [4])
+        with gradlab.gradient_override({"Relu": leaky_window}):
+            y = tf.nn.relu(x)
+        plain = tf.nn.relu(x)
+        dy, dplain = tf.gradients(y, x)[0], tf.gradients(plain, x)[0]
+        with tf.compat.v1.Session(graph=graph) as session:
+            values = session.run([y, dy, dplain], {x: [-2.0, -0.5, 0.5, 3.0]})
+    np.testing.assert_array_equal(values[0], [0.0, 0.0, 0.5, 3.0])  # forward unchanged
+    np.testing.assert_array_equal(values[1], [0.0, 1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(values[2], [0.0, 0.0, 1.0, 1.0])
+
+
+def test_the_source_examples_five_times_and_clipped_identity():
+    five, clipped = gradlab.register_gradient(
+        times(5.0), unique("CustomGrad")
+    ), gradlab.register_gradient(
+        lambda op, grad: tf.clip_by_value(grad, -0.1, 0.1), unique("CustomClipGrad")
+    )
+    assert identity_gradient_in_function(five) == 5.0
+    assert identity_gradient_in_function(clipped) == pytest.approx(0.1)
+
+
+def test_functions_with_one_qualified_name_keep_their_own_gradient():
+    """Two closures from one factory (same __qualname__) each keep the gradient they were given."""
+
+    @tf.function
+    def gradients(x):
+        with gradlab.gradient_override({"Identity": times(2.0)}):
+            a = tf.identity(x)
+        with gradlab.gradient_override({"Identity": times(3.0)}):
+            b = tf.identity(x)
+        return tf.gradients(a, x)[0], tf.gradients(b, x)[0]
+
+    a, b = gradients(tf.constant(1.0))
+    assert (float(a), float(b)) == (2.0, 3.0)
+
+
+def test_passing_the_same_function_again_reuses_its_registration():
+    gradient = times(4.0)
+
+    @tf.function
+    def names(x):
+        with gradlab.gradient_override({"Identity": gradient}) as first:
+            tf.identity(x)
+        with gradlab.gradient_override({"Identity": gradient}) as second:
+            tf.identity(x)
+        return first["Identity"], second["Identity"]
+
+    first, second = names(tf.constant(1.0))
+    assert first == second
+
+
+@pytest.mark.parametrize(
+    "mapping, error, message",
+    [
+        (
+            {"relu": times(1.0)},
+            ValueError,
+            r"'relu' is not a TensorFlow op type.*Did you mean 'Relu'",
+        ),
+        ({"identity": times(1.0)}, ValueError, r"Did you mean 'Identity'"),
+        (
+            {"NoSuchOpAnywhere": times(1.0)},
+            ValueError,
+            r"'NoSuchOpAnywhere' is not a TensorFlow op type",
+        ),
+        (
+            {"Relu": "gradlab_tests.never_registered"},
+            ValueError,
+            r"no gradient is registered under 'gradlab_tests\.never_registered' "
+            r"\(for op type 'Relu'\)",
+        ),
+        (
+            {"Relu": 5.0},
+            TypeError,
+            r"the gradient for op type 'Relu' must be a registered name or a function",
+        ),
+        ({3: times(1.0)}, TypeError, r"op types in the mapping must be strings"),
+        ([("Relu", "X")], TypeError, r"mapping must be a dict"),
+    ],
+    ids=["relu", "identity", "unknown op", "unknown name", "bad value", "bad key", "not a mapping"],
+)
+def test_gradient_override_bad_mappings(mapping, error, message):
+    @tf.function
+    def build(x):
+        with gradlab.gradient_override(mapping):
+            return tf.nn.relu(x)
+
+    with pytest.raises(error, match=message):
+        build(tf.constant(1.0))
+
+
+# ------------------------------------------------------------------------------------------------
+# Which differentiation sees an override (the docstring's table, measured on this TensorFlow)
+# ------------------------------------------------------------------------------------------------
+
+
+def test_a_tape_outside_the_tf_function_sees_the_override():
+    @tf.function
+    def forward(x):
+        with gradlab.gradient_override({"Identity": times(5.0)}):
+            return tf.identity(x)
+
+    x = tf.constant(1.0)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = forward(x)
+    assert float(tape.gradient(y, x)) == 5.0
+
+
+def test_a_tape_inside_the_tf_function_ignores_the_override():
+    @tf.function
+    def gradient(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            with gradlab.gradient_override({"Identity": times(5.0)}):
+                y = tf.identity(x)
+        return tape.gradient(y, x)
+
+    assert float(gradient(tf.constant(1.0))) == 1.0  # why the docstring recommends map_gradient
