@@ -19,12 +19,14 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # JupyterLab refuses to run as root unless told to.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test install execute clean help
+.PHONY: lab test install execute bench bench-explorer clean help
 
 help:
 	@echo "make lab    - install (once) and start JupyterLab on notebooks/ at 127.0.0.1"
 	@echo "make test   - install (once) and run the whole suite: gradlab's tests + nbval on every notebook"
 	@echo "make execute [NB=notebooks/NN_name.ipynb] - re-run notebooks in place (maintainers)"
+	@echo "make bench  - what each technique costs: training-step ratios to a baseline, import cost, notebook times"
+	@echo "make bench-explorer - slider-to-redraw latency of the explorers, in the kernel and in a real browser"
 	@echo "make clean  - remove .venv and caches"
 
 $(PY):
@@ -36,6 +38,8 @@ $(STAMP): requirements.txt pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e . || $(PY) -m pip install --quiet --no-deps -e .
 	$(PY) -m pip check
+	@# The editable install must point at this checkout's package (not a namespace package or a stale copy).
+	@$(PY) -c 'import pathlib, sys, gradlab; f = gradlab.__file__; sys.exit(0 if f and pathlib.Path(f).resolve() == pathlib.Path("gradlab/__init__.py").resolve() else "gradlab imports from " + str(f) + ", not from this checkout: run make clean, then make install")'
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -49,7 +53,15 @@ test: install
 # Re-execute notebooks in place as one clean top-to-bottom run (maintainers: after editing one).
 NB ?= $(sort $(wildcard notebooks/*.ipynb))
 execute: install
-	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.record_timing=False $(NB)
+	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.record_timing=False --ExecutePreprocessor.store_widget_state=False $(NB)
+
+# Benchmarks are never part of the test suite. BENCH_ARGS='--quick' gives a shorter run.
+BENCH_ARGS ?=
+bench: install
+	$(PY) benchmarks/run.py $(BENCH_ARGS)
+
+bench-explorer: install
+	$(PY) benchmarks/explorer_latency.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

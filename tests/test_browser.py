@@ -28,10 +28,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: The notebook to open. None: a small generated notebook (setup cell + one explorer cell).
-#: To test the workbook instead, set it to ROOT / "notebooks" / "00_start_here.ipynb" (its folder
-#: is copied to a temporary directory, so the stored notebook is never modified).
-NOTEBOOK: Optional[Path] = None
+#: The notebook to open: the workbook's first notebook, whose first explorer (scale_gradient's
+#: factor slider) is driven. Its folder is copied to a temporary directory, so the stored notebook
+#: is never modified. None: a small generated notebook (setup cell + one explorer cell) instead.
+NOTEBOOK: Optional[Path] = ROOT / "notebooks" / "00_start_here.ipynb"
 
 CHROMIUM = os.environ.get("GRADLAB_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

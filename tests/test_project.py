@@ -278,6 +278,32 @@ def test_notebook_follows_the_skeleton(path):
         assert re.search(heading, markdown, re.I), f"{path.name} has no '{heading}' part"
     setup = next("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
     assert "TF_CPP_MIN_LOG_LEVEL" in setup and setup.index("TF_CPP_MIN_LOG_LEVEL") < setup.index("import tensorflow")
+    assert "set_random_seed" in setup, "the setup cell seeds the run"
+    # At least two exercises, each solution collapsed in <details> and still executed (tag `solution`).
+    cells = nb["cells"]
+    solutions = [i for i, c in enumerate(cells)
+                 if c["cell_type"] == "code" and "solution" in c.get("metadata", {}).get("tags", [])]
+    assert len(solutions) >= 2, f"{path.name} has {len(solutions)} executed solutions; it needs two exercises or more"
+    for i in solutions:
+        before = "".join(cells[i - 1]["source"])
+        assert cells[i - 1]["cell_type"] == "markdown" and "<details>" in before, (
+            f"{path.name}: the solution in cell {i} is not preceded by a collapsed <details> block")
+        assert cells[i]["outputs"], f"{path.name}: the solution in cell {i} was not executed"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_widget_is_followed_by_a_static_picture(path):
+    """Readers on GitHub see no widgets: the next code cell after one shows a stored picture, and no
+    stale widget state bloats the file (each widget output carries its own PNG fallback)."""
+    nb = json.loads(path.read_text())
+    assert "widgets" not in nb["metadata"], (
+        f"{path.name} stores widget state: re-run it with make execute (store_widget_state=False)")
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    for index, cell in enumerate(code):
+        if any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in cell["outputs"]):
+            later = code[index + 1:index + 2]
+            assert later and any("image/png" in o.get("data", {}) for o in later[0]["outputs"]), (
+                f"{path.name}: the widget in code cell [{index + 1}] is not followed by a static picture")
 
 
 # --- the package's import cost and side effects -----------------------------------------------------
