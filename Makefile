@@ -19,7 +19,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # JupyterLab refuses to run as root unless told to.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test install execute bench bench-explorer clean help
+.PHONY: lab test test-notebooks install execute bench bench-explorer clean help
 
 help:
 	@echo "make lab    - install (once) and start JupyterLab on notebooks/ at 127.0.0.1"
@@ -49,6 +49,10 @@ lab: install
 
 test: install
 	$(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS) tests notebooks
+
+# nbval alone (CI runs it after make test: every notebook passes twice in a row in one environment).
+test-notebooks: install
+	$(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS) notebooks
 
 # Re-execute notebooks in place as one clean top-to-bottom run (maintainers: after editing one).
 NB ?= $(sort $(wildcard notebooks/*.ipynb))
