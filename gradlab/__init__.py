@@ -7,6 +7,8 @@ The public API:
   :func:`straight_through`, :func:`surrogate_step`;
 * graph-mode overrides without the traps: :func:`register_gradient`, :func:`gradient_override`;
 * checking: :func:`check_gradient`, :class:`GradientCheck`;
+* probes (record the gradient that flows through a tensor, eagerly, in ``tf.function`` and XLA):
+  :class:`GradientProbe`;
 * Keras layers: :mod:`gradlab.layers` (``ScaleGradient``, ``ClipGradient``, ``ClipGradientNorm``,
   ``GradientReversal``).
 
@@ -32,6 +34,7 @@ from gradlab.ops import (
     straight_through,
     surrogate_step,
 )
+from gradlab.probes import GradientProbe
 
 __version__ = "0.1.0"
 
@@ -47,6 +50,7 @@ __all__ = [
     "gradient_override",
     "check_gradient",
     "GradientCheck",
+    "GradientProbe",
     "layers",
 ]
 

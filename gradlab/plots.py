@@ -445,7 +445,7 @@ def gradient_norm_bars(
                   ha="right" if len(names) > 4 else "center")
     ax.set_ylabel("gradient L2 norm")
     if log:
-        ax.set_yscale("log", nonpositive="mask")
+        ax.set_yscale("log", nonpositive="clip")  # bars start at 0: masking would hide every bar
     else:
         ax.margins(y=0.15)
     if title:
