@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Union
+import sys
+from typing import Any, List, Union
 
 import numpy as np
 import tensorflow as tf
@@ -16,9 +17,19 @@ import tensorflow as tf
 #: The dtypes whose gradients gradlab modifies.
 FLOAT_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
 
-#: A scalar hyperparameter: a Python or NumPy number, or a scalar tensor or ``tf.Variable``
-#: (read when the gradient is computed, so a variable that changes between steps is honoured).
+#: A scalar hyperparameter: a Python or NumPy number, or a scalar tensor, ``tf.Variable`` or
+#: ``keras.Variable`` (a variable is read when the gradient is computed, so a variable that changes
+#: between steps is honoured).
 Scalar = Union[float, int, np.floating, np.integer, tf.Tensor, tf.Variable]
+
+
+def is_variable(value: Any) -> bool:
+    """Whether ``value`` is a ``tf.Variable`` or a Keras 3 variable (``layer.add_weight(...)``)."""
+    if isinstance(value, tf.Variable):
+        return True
+    keras = sys.modules.get("keras")  # TensorFlow imports Keras; never import it here
+    keras_variable = getattr(keras, "Variable", None)
+    return isinstance(keras_variable, type) and isinstance(value, keras_variable)
 
 
 def _describe(value: Any) -> str:
@@ -40,6 +51,13 @@ def as_float_tensor(value: Any, name: str) -> tf.Tensor:
             f"{name} is a tf.SparseTensor; gradlab ops take dense tensors. Apply the op to "
             f"{name}.values and rebuild with tf.SparseTensor({name}.indices, new_values, "
             f"{name}.dense_shape), or densify with tf.sparse.to_dense({name})."
+        )
+    keras_tensor = getattr(sys.modules.get("keras"), "KerasTensor", None)
+    if isinstance(keras_tensor, type) and isinstance(value, keras_tensor):
+        raise TypeError(
+            f"{name} is a KerasTensor, a symbolic input of a functional Keras model; gradlab ops run "
+            "on real tensors. In a model use a layer (gradlab.layers.ScaleGradient, ClipGradient, "
+            "ClipGradientNorm, GradientReversal), or call the op inside your own layer's call()."
         )
     if isinstance(value, (str, bytes)) or value is None:
         raise TypeError(f"{name} must be a floating-point tensor, array or list; got {_describe(value)}.")
@@ -64,29 +82,42 @@ def _static_scalar(value: Any, name: str) -> float | None:
     if isinstance(value, bool) or isinstance(value, np.bool_):
         raise TypeError(f"{name} must be a real number, not a bool; got {value!r}.")
     if isinstance(value, numbers.Real):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an int beyond the float range
+            raise ValueError(
+                f"{name} must be finite; got {_describe(value)}, beyond the range of a float."
+            ) from None
     if isinstance(value, np.ndarray):
         if value.ndim != 0:
             raise ValueError(f"{name} must be a scalar; got an array of shape {value.shape}.")
         if not (np.issubdtype(value.dtype, np.floating) or np.issubdtype(value.dtype, np.integer)):
             raise TypeError(f"{name} must be a real number; got an array of dtype {value.dtype}.")
         return float(value)
-    if isinstance(value, (tf.Tensor, tf.Variable)):
-        dtype = value.dtype.base_dtype
+    if isinstance(value, tf.Tensor) or is_variable(value):
+        dtype = tf.as_dtype(value.dtype).base_dtype  # keras.Variable.dtype is a string
         if not (dtype.is_floating or dtype.is_integer):
             raise TypeError(f"{name} must be a real number; got a tensor of dtype {dtype.name}.")
-        if value.shape.rank is not None and value.shape.rank != 0:
+        shape = tf.TensorShape(value.shape)
+        if shape.rank is not None and shape.rank != 0:
             raise ValueError(
-                f"{name} must be a scalar; got a tensor of shape {value.shape}. "
+                f"{name} must be a scalar; got a tensor of shape {shape}. "
                 "Use map_gradient for an elementwise rule."
             )
-        if isinstance(value, tf.Variable):
+        if is_variable(value):
             return None  # read when the gradient is computed
         constant = tf.get_static_value(value)
         return None if constant is None else float(constant)
     raise TypeError(
         f"{name} must be a real number, a scalar tensor or a tf.Variable; got {_describe(value)}."
     )
+
+
+def _check_number(number: float, name: str, positive: bool) -> None:
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be finite; got {number!r}.")
+    if positive and number <= 0:
+        raise ValueError(f"{name} must be > 0; got {number!r}.")
 
 
 def scalar(value: Any, name: str, *, positive: bool = False) -> Scalar:
@@ -97,10 +128,7 @@ def scalar(value: Any, name: str, *, positive: bool = False) -> Scalar:
     """
     static = _static_scalar(value, name)
     if static is not None:
-        if not math.isfinite(static):
-            raise ValueError(f"{name} must be finite; got {static!r}.")
-        if positive and static <= 0:
-            raise ValueError(f"{name} must be > 0; got {static!r}.")
+        _check_number(static, name, positive)
     if isinstance(value, (numbers.Real, np.ndarray, np.number)):
         return float(value)
     return value
@@ -110,10 +138,53 @@ def static_value(value: Scalar) -> float | None:
     """The Python value of an already validated scalar, or None if it is only known at run time."""
     if isinstance(value, float):
         return value
-    if isinstance(value, tf.Variable):
+    if is_variable(value):
         return None
     constant = tf.get_static_value(value)
     return None if constant is None else float(constant)
+
+
+def run_time_checks(params: Any, *, positive: bool = False) -> List[tf.Operation]:
+    """Checks parameters whose values are only known when the gradient is computed.
+
+    ``params`` is a dict ``{name: validated scalar}``. Numbers (and constant tensors) were checked
+    at call time and are skipped. A ``tf.Variable``, ``keras.Variable`` or graph tensor is read
+    now: eagerly an invalid value raises ``ValueError`` with the call-time message; in a graph
+    (``tf.function``, ``tf.compat.v1``) the checks are returned as assert ops for
+    ``tf.control_dependencies``, which raise ``tf.errors.InvalidArgumentError`` when they run.
+    XLA drops assert ops, so under ``jit_compile=True`` nothing is checked.
+    """
+    checks = []
+    requirement = "finite and > 0" if positive else "finite"
+    for name, value in params.items():
+        if static_value(value) is not None:
+            continue
+        if tf.executing_eagerly():
+            _check_number(float(tf.convert_to_tensor(value)), name, positive)
+            continue
+        number = tf.cast(value, tf.float64)
+        valid = tf.math.is_finite(number)
+        if positive:
+            valid = tf.logical_and(valid, number > 0)
+        message = f"{name} must be {requirement}; got"
+        checks.append(tf.debugging.Assert(valid, [message, number], name=f"check_{name}"))
+    return checks
+
+
+def run_time_order_check(clip_min: Any, clip_max: Any) -> List[tf.Operation]:
+    """``clip_min <= clip_max`` for bounds known only when the gradient is computed (as above)."""
+    if static_value(clip_min) is not None and static_value(clip_max) is not None:
+        return []
+    message = "clip_min must be <= clip_max"
+    if tf.executing_eagerly():
+        low, high = float(tf.convert_to_tensor(clip_min)), float(tf.convert_to_tensor(clip_max))
+        if low > high:
+            raise ValueError(f"{message}; got clip_min={low!r} > clip_max={high!r}.")
+        return []
+    low, high = tf.cast(clip_min, tf.float64), tf.cast(clip_max, tf.float64)
+    return [tf.debugging.Assert(tf.logical_not(low > high),
+                                [f"{message}; got clip_min, clip_max =", low, high],
+                                name="check_clip_order")]
 
 
 def check_callable(fn: Any, name: str) -> None:

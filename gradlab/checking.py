@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from typing import Callable, Optional
 
 import numpy as np
@@ -96,8 +97,10 @@ def check_gradient(
       A :class:`GradientCheck`; ``result.ok`` is the verdict, ``print(result)`` explains it.
 
     Raises:
-      TypeError: if ``fn`` or ``reference`` is not callable, or ``x`` is not floating-point.
-      ValueError: if ``delta``, ``rtol`` or ``atol`` is not a finite positive number.
+      TypeError: if ``fn`` or ``reference`` is not callable, ``x`` or what they return is not
+        floating-point, or ``seed`` is not an int.
+      ValueError: if ``delta``, ``rtol`` or ``atol`` is not a finite positive number, or ``seed``
+        is negative.
 
     Example:
       >>> import tensorflow as tf, gradlab
@@ -118,11 +121,15 @@ def check_gradient(
     for name, value in (("delta", delta), ("rtol", rtol), ("atol", atol)):
         if value is not None:
             v.scalar(value, name, positive=True)
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be an int; got {v._describe(seed)}.")
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0; got {seed!r}.")
     default_rtol, default_atol = _TOLERANCES[x.dtype]
     rtol = default_rtol if rtol is None else float(rtol)
     atol = default_atol if atol is None else float(atol)
 
-    y = tf.convert_to_tensor(fn(x))
+    y = v.as_float_tensor(fn(x), "fn(x)")
     rng = np.random.default_rng(seed)
     upstream = tf.constant(rng.standard_normal(y.shape.as_list()), dtype=y.dtype)
 
@@ -139,7 +146,8 @@ def check_gradient(
         expected = np.asarray(numerical[0], np.float64).reshape(x.shape.as_list())
         against = "finite differences"
     else:
-        expected = np.asarray(tf.convert_to_tensor(reference(x, upstream)), np.float64)
+        expected = v.as_float_tensor(reference(x, upstream), "reference(x, upstream)")
+        expected = np.asarray(expected, np.float64)
         if expected.shape != autodiff.shape:
             raise ValueError(
                 f"reference returned shape {expected.shape}, but the gradient w.r.t. x has shape "

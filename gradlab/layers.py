@@ -5,6 +5,11 @@ custom-gradient function on a Keras tensor while *building* a functional model i
 use it; a layer is, and these layers work in Sequential and functional models, in ``fit``, and
 survive ``model.save("m.keras")`` + ``keras.models.load_model`` (they are registered as
 serializable under the package name ``"gradlab"``).
+
+Their parameters are numbers, saved in the layer's config. For a parameter that changes during
+training (a ramped reversal factor, say), call the op with a variable inside your own layer:
+``gradlab.reverse_gradient(x, self.factor)`` with a non-trainable ``self.add_weight``; the ops read
+variables when the gradient is computed.
 """
 from __future__ import annotations
 
@@ -14,6 +19,25 @@ from gradlab import _validation as v
 from gradlab import ops
 
 __all__ = ["ScaleGradient", "ClipGradient", "ClipGradientNorm", "GradientReversal"]
+
+
+def _number(value, name: str, *, positive: bool = False) -> float:
+    """A layer parameter as a Python float: it is stored in the layer's config (and .keras files).
+
+    Numbers, NumPy scalars and constant tensors are accepted; a variable or a symbolic tensor is
+    not, because its value could not be saved in the config.
+    """
+    value = v.scalar(value, name, positive=positive)
+    number = v.static_value(value)
+    if number is None:
+        raise TypeError(
+            f"{name} of a gradlab layer must be a number known when the layer is created (it is "
+            f"saved in the layer's config); got {v._describe(value)}. To change it during "
+            "training, call the op on a variable in your own layer instead, e.g. "
+            "gradlab.reverse_gradient(x, self.factor) with self.factor = self.add_weight(..., "
+            "trainable=False)."
+        )
+    return number
 
 
 class _GradientLayer(keras.layers.Layer):
@@ -45,7 +69,7 @@ class ScaleGradient(_GradientLayer):
 
     def __init__(self, factor: float, **kwargs):
         super().__init__(**kwargs)
-        self.factor = v.scalar(factor, "factor")
+        self.factor = _number(factor, "factor")
 
     def call(self, inputs):
         return ops.scale_gradient(inputs, self.factor)
@@ -74,12 +98,12 @@ class ClipGradient(_GradientLayer):
 
     def __init__(self, clip_min: float, clip_max: float, **kwargs):
         super().__init__(**kwargs)
-        self.clip_min = v.scalar(clip_min, "clip_min")
-        self.clip_max = v.scalar(clip_max, "clip_max")
-        low, high = v.static_value(self.clip_min), v.static_value(self.clip_max)
-        if low is not None and high is not None and low > high:
+        self.clip_min = _number(clip_min, "clip_min")
+        self.clip_max = _number(clip_max, "clip_max")
+        if self.clip_min > self.clip_max:
             raise ValueError(
-                f"clip_min must be <= clip_max; got clip_min={low!r} > clip_max={high!r}."
+                f"clip_min must be <= clip_max; got clip_min={self.clip_min!r} > "
+                f"clip_max={self.clip_max!r}."
             )
 
     def call(self, inputs):
@@ -108,7 +132,7 @@ class ClipGradientNorm(_GradientLayer):
 
     def __init__(self, max_norm: float, **kwargs):
         super().__init__(**kwargs)
-        self.max_norm = v.scalar(max_norm, "max_norm", positive=True)
+        self.max_norm = _number(max_norm, "max_norm", positive=True)
 
     def call(self, inputs):
         return ops.clip_gradient_norm(inputs, self.max_norm)
@@ -133,7 +157,7 @@ class GradientReversal(_GradientLayer):
 
     def __init__(self, factor: float = 1.0, **kwargs):
         super().__init__(**kwargs)
-        self.factor = v.scalar(factor, "factor")
+        self.factor = _number(factor, "factor")
 
     def call(self, inputs):
         return ops.reverse_gradient(inputs, self.factor)

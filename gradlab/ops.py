@@ -6,8 +6,11 @@ arrays and Python lists of floats, keep float16, bfloat16, float32 and float64, 
 inside ``tf.function`` and with ``jit_compile=True``.
 
 Scalar hyperparameters (``factor``, ``clip_min``, ``max_norm``, ``width``...) may be Python numbers
-or scalar tensors; a ``tf.Variable`` is read when the gradient is computed, so changing it between
-training steps takes effect without retracing.
+or scalar tensors; a ``tf.Variable`` (or a ``keras.Variable``, e.g. a layer weight) is read when the
+gradient is computed, so changing it between training steps takes effect without retracing. Its
+value is checked then as well: an invalid value (``nan``, ``clip_min > clip_max``, ``max_norm <= 0``)
+raises ``ValueError`` eagerly and ``tf.errors.InvalidArgumentError`` in a graph, instead of a
+silently wrong gradient (XLA drops these checks: under ``jit_compile=True`` nothing is checked).
 """
 from __future__ import annotations
 
@@ -40,6 +43,14 @@ def _cast(param: Scalar, dtype: tf.DType) -> tf.Tensor:
     if isinstance(param, (int, float)):
         return tf.constant(param, dtype)
     return tf.cast(param, dtype)
+
+
+def _after(checks: list, gradient: tf.Tensor) -> tf.Tensor:
+    """``gradient``, computed after the run-time parameter checks (if any) have passed."""
+    if not checks:
+        return gradient
+    with tf.control_dependencies(checks):
+        return tf.identity(gradient)
 
 
 def _identity_with_gradient(x: tf.Tensor, grad_fn: GradientFn) -> tf.Tensor:
@@ -140,7 +151,12 @@ def scale_gradient(x, factor: Scalar) -> tf.Tensor:
     """
     factor = v.scalar(factor, "factor")
     x = v.as_float_tensor(x, "x")
-    return _identity_with_gradient(x, lambda dy: dy * _cast(factor, dy.dtype))
+
+    def grad(dy):
+        checks = v.run_time_checks({"factor": factor})
+        return _after(checks, dy * _cast(factor, dy.dtype))
+
+    return _identity_with_gradient(x, grad)
 
 
 def clip_gradient(x, clip_min: Scalar, clip_max: Scalar) -> tf.Tensor:
@@ -181,9 +197,14 @@ def clip_gradient(x, clip_min: Scalar, clip_max: Scalar) -> tf.Tensor:
             "Swap them, or use a symmetric range such as (-c, c)."
         )
     x = v.as_float_tensor(x, "x")
-    return _identity_with_gradient(
-        x, lambda dy: tf.clip_by_value(dy, _cast(clip_min, dy.dtype), _cast(clip_max, dy.dtype))
-    )
+
+    def grad(dy):
+        checks = v.run_time_checks({"clip_min": clip_min, "clip_max": clip_max})
+        checks += v.run_time_order_check(clip_min, clip_max)
+        low, high = _cast(clip_min, dy.dtype), _cast(clip_max, dy.dtype)
+        return _after(checks, tf.clip_by_value(dy, low, high))
+
+    return _identity_with_gradient(x, grad)
 
 
 def clip_gradient_norm(x, max_norm: Scalar) -> tf.Tensor:
@@ -221,7 +242,12 @@ def clip_gradient_norm(x, max_norm: Scalar) -> tf.Tensor:
     """
     max_norm = v.scalar(max_norm, "max_norm", positive=True)
     x = v.as_float_tensor(x, "x")
-    return _identity_with_gradient(x, lambda dy: _clip_by_norm(dy, max_norm))
+
+    def grad(dy):
+        checks = v.run_time_checks({"max_norm": max_norm}, positive=True)
+        return _after(checks, _clip_by_norm(dy, max_norm))
+
+    return _identity_with_gradient(x, grad)
 
 
 def _clip_by_norm(dy: tf.Tensor, max_norm: Scalar) -> tf.Tensor:
@@ -263,7 +289,12 @@ def reverse_gradient(x, factor: Scalar = 1.0) -> tf.Tensor:
     """
     factor = v.scalar(factor, "factor")
     x = v.as_float_tensor(x, "x")
-    return _identity_with_gradient(x, lambda dy: -(dy * _cast(factor, dy.dtype)))
+
+    def grad(dy):
+        checks = v.run_time_checks({"factor": factor})
+        return _after(checks, -(dy * _cast(factor, dy.dtype)))
+
+    return _identity_with_gradient(x, grad)
 
 
 def straight_through(forward, backward) -> tf.Tensor:
@@ -359,8 +390,9 @@ def surrogate_step(x, width: Scalar = 1.0) -> tf.Tensor:
     @tf.custom_gradient
     def _step(t):
         def grad(dy):
+            checks = v.run_time_checks({"width": width}, positive=True)
             w = _cast(width, t.dtype)
-            return dy * tf.nn.relu(1 - tf.abs(t) / w)
+            return _after(checks, dy * tf.nn.relu(1 - tf.abs(t) / w))
 
         return tf.cast(t > 0, t.dtype), grad
 
