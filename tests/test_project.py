@@ -376,3 +376,28 @@ def test_make_lab_serves_the_workbook_on_localhost_with_a_token():
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait(timeout=30)
+
+
+def _ledger_verdicts(markdown: str) -> dict:
+    verdicts = {}
+    for line in markdown.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if len(cells) >= 3 and cells[0].isdigit():
+            verdict = re.match(r"\*\*(.+?)\*\*", cells[2])
+            assert verdict, f"claim {cells[0]}: no bold verdict in {cells[2]!r}"
+            verdicts[int(cells[0])] = verdict[1].lower()
+    return verdicts
+
+
+def test_readme_claims_ledger_matches_the_museum():
+    """The README's ledger repeats notebook 10's, whose verdicts are asserted by an executed cell."""
+    nb = json.loads((ROOT / "notebooks" / "10_pitfalls_museum.ipynb").read_text())
+    section = next("".join(c["source"]) for c in nb["cells"]
+                   if c["cell_type"] == "markdown" and "claims ledger" in "".join(c["source"]).lower()
+                   and "| 1 |" in "".join(c["source"]))
+    readme = (ROOT / "README.md").read_text()
+    ledger = readme[readme.index("## The claims ledger"):readme.index("## The package")]
+    museum, shown = _ledger_verdicts(section), _ledger_verdicts(ledger)
+    assert sorted(museum) == list(range(1, 11)) and shown == museum
+    allowed = {"holds", "holds with a caveat", "outdated", "wrong"}
+    assert set(museum.values()) <= allowed, set(museum.values()) - allowed
