@@ -17,6 +17,7 @@ Usage (from the repository root, with the pinned stack in .venv and chromium at 
     TF_CPP_MIN_LOG_LEVEL=2 TF_ENABLE_ONEDNN_OPTS=0 .venv/bin/python benchmarks/explorer_latency.py
     ... --skip-browser        # the kernel measurement only
     ... --check               # exit with status 1 if a target is missed
+    ... --screenshots DIR     # save the explorer before and after one step (what moved)
 """
 from __future__ import annotations
 
@@ -100,7 +101,7 @@ INSTALL_TIMER = """(img) => {
 }"""
 
 
-def measure_browser(steps: int) -> dict:
+def measure_browser(steps: int, screenshots: Path | None = None) -> dict:
     harness = load_browser_harness()
     from playwright.sync_api import sync_playwright
 
@@ -119,6 +120,12 @@ def measure_browser(steps: int) -> dict:
                     print(f"browser: notebook opened and run in {time.perf_counter() - started:.1f} s")
                     view = harness.ExplorerView(page)
                     view.handle.focus()
+                    if screenshots is not None:  # the explorer before and after one step
+                        screenshots.mkdir(parents=True, exist_ok=True)
+                        view.root.screenshot(path=str(screenshots / "explorer_before.png"))
+                        view.step("ArrowLeft")
+                        view.root.screenshot(path=str(screenshots / "explorer_after_one_step.png"))
+                        print(f"screenshots written to {screenshots}")
                     for key in ("ArrowRight", "ArrowLeft"):  # warm-up, not timed
                         view.step(key)
                     page.evaluate(INSTALL_TIMER, view.image.element_handle())
@@ -141,6 +148,8 @@ def main(argv=None) -> int:
     parser.add_argument("--updates", type=int, default=200, help="kernel updates")
     parser.add_argument("--skip-browser", action="store_true", help="measure the kernel only")
     parser.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
+    parser.add_argument("--screenshots", type=Path, default=None,
+                        help="save the explorer before and after one slider step as PNGs in this folder")
     args = parser.parse_args(argv)
     if args.steps < 30:
         parser.error("--steps must be at least 30")
@@ -150,7 +159,7 @@ def main(argv=None) -> int:
     kernel = measure_kernel(args.updates)
     results["kernel median"] = kernel["median"]
     if not args.skip_browser:
-        browser = measure_browser(args.steps)
+        browser = measure_browser(args.steps, args.screenshots)
         results["browser median"], results["browser p95"] = browser["median"], browser["p95"]
     missed = [name for name, value in results.items() if value > TARGETS[name]]
     for name, value in results.items():
