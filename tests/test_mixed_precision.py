@@ -24,6 +24,7 @@ import gradlab
 from gradlab import layers
 
 from conftest import OP_NAMES, _op_cases
+from test_modes import ApplyOp  # the minimal Keras layer around an op, shared with the mode matrix
 
 X = np.array([[0.3, -1.75, 2.2], [-0.4, 0.6, 1e-3]], np.float32)
 #: Upstream gradient (L2 norm about 0.6), small enough that the first loss scale times the
@@ -61,18 +62,6 @@ def _policy_is_restored():
     before = keras.mixed_precision.global_policy().name
     yield
     assert keras.mixed_precision.global_policy().name == before
-
-
-class ApplyOp(keras.layers.Layer):
-    def __init__(self, apply, **kwargs):
-        super().__init__(**kwargs)
-        self.apply = apply
-
-    def call(self, inputs):
-        return self.apply(inputs)
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
 
 
 def layer_gradients(layer, x, dy):
