@@ -39,6 +39,20 @@ def _median_ms(fn, repeats: int, number: int) -> float:
     return float(np.median(samples))
 
 
+def _backward_ms(op, h, dy, repeats: int) -> float:
+    """Median ms of the backward pass through ``op`` at ``h`` with upstream ``dy``, in tf.function."""
+    import tensorflow as tf
+
+    @tf.function
+    def backward():
+        with tf.GradientTape() as tape:
+            tape.watch(h)
+            y = op(h)
+        return tape.gradient(y, h, output_gradients=dy)
+
+    return _median_ms(backward, repeats, 200)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=1, help="TensorFlow intra/inter-op threads")
@@ -69,23 +83,11 @@ def main(argv=None) -> int:
         print(f"  activation {shape}: {int(np.prod(shape)) * 4 / 2**20:.2f} MiB of float32")
         base = None
         for name, (op, hand) in rules.items():
-            def backward(op=op):
-                with tf.GradientTape() as tape:
-                    tape.watch(h)
-                    y = op(h)
-                return tape.gradient(y, h, output_gradients=dy)
-            fn = tf.function(backward)
-            ms = _median_ms(fn, args.repeats, 200)
+            ms = _backward_ms(op, h, dy, args.repeats)
             base = ms if base is None else base
             line = f"  {name:<34} backward {ms:7.3f} ms   rule alone {ms - base:+7.3f} ms"
             if hand is not None:
-                def backward_hand(hand=hand):
-                    with tf.GradientTape() as tape:
-                        tape.watch(h)
-                        y = hand(h)
-                    return tape.gradient(y, h, output_gradients=dy)
-                ms_hand = _median_ms(tf.function(backward_hand), args.repeats, 200)
-                line += f"   hand-written tf.custom_gradient {ms_hand:7.3f} ms"
+                line += f"   hand-written tf.custom_gradient {_backward_ms(hand, h, dy, args.repeats):7.3f} ms"
             print(line)
     print("\nCompare 'rule alone' with the reference step's time in make bench's raw-time table "
           "(same clock and threads: run.py --clock cpu --threads 1).")

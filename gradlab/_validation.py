@@ -171,19 +171,25 @@ def run_time_checks(params: Any, *, positive: bool = False) -> List[tf.Operation
     return checks
 
 
+def check_clip_order(clip_min: float, clip_max: float) -> None:
+    """Raises ``ValueError`` unless ``clip_min <= clip_max`` (two Python numbers)."""
+    if clip_min > clip_max:
+        raise ValueError(
+            f"clip_min must be <= clip_max; got clip_min={clip_min!r} > clip_max={clip_max!r}. "
+            "Swap them, or use a symmetric range such as (-c, c)."
+        )
+
+
 def run_time_order_check(clip_min: Any, clip_max: Any) -> List[tf.Operation]:
     """``clip_min <= clip_max`` for bounds known only when the gradient is computed (as above)."""
     if static_value(clip_min) is not None and static_value(clip_max) is not None:
-        return []
-    message = "clip_min must be <= clip_max"
+        return []  # checked at call time
     if tf.executing_eagerly():
-        low, high = float(tf.convert_to_tensor(clip_min)), float(tf.convert_to_tensor(clip_max))
-        if low > high:
-            raise ValueError(f"{message}; got clip_min={low!r} > clip_max={high!r}.")
+        check_clip_order(float(tf.convert_to_tensor(clip_min)), float(tf.convert_to_tensor(clip_max)))
         return []
     low, high = tf.cast(clip_min, tf.float64), tf.cast(clip_max, tf.float64)
     return [tf.debugging.Assert(tf.logical_not(low > high),
-                                [f"{message}; got clip_min, clip_max =", low, high],
+                                ["clip_min must be <= clip_max; got clip_min, clip_max =", low, high],
                                 name="check_clip_order")]
 
 

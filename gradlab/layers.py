@@ -100,11 +100,7 @@ class ClipGradient(_GradientLayer):
         super().__init__(**kwargs)
         self.clip_min = _number(clip_min, "clip_min")
         self.clip_max = _number(clip_max, "clip_max")
-        if self.clip_min > self.clip_max:
-            raise ValueError(
-                f"clip_min must be <= clip_max; got clip_min={self.clip_min!r} > "
-                f"clip_max={self.clip_max!r}."
-            )
+        v.check_clip_order(self.clip_min, self.clip_max)
 
     def call(self, inputs):
         return ops.clip_gradient(inputs, self.clip_min, self.clip_max)

@@ -191,11 +191,8 @@ def clip_gradient(x, clip_min: Scalar, clip_max: Scalar) -> tf.Tensor:
     clip_min = v.scalar(clip_min, "clip_min")
     clip_max = v.scalar(clip_max, "clip_max")
     low, high = v.static_value(clip_min), v.static_value(clip_max)
-    if low is not None and high is not None and low > high:
-        raise ValueError(
-            f"clip_min must be <= clip_max; got clip_min={low!r} > clip_max={high!r}. "
-            "Swap them, or use a symmetric range such as (-c, c)."
-        )
+    if low is not None and high is not None:
+        v.check_clip_order(low, high)
     x = v.as_float_tensor(x, "x")
 
     def grad(dy):

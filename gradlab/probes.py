@@ -56,6 +56,7 @@ import numpy as np
 import tensorflow as tf
 
 from gradlab import _validation as v
+from gradlab import ops
 
 try:  # private, but the only way to know at trace time that XLA will compile the graph
     from tensorflow.python.framework import ops as _tf_ops
@@ -194,20 +195,16 @@ class GradientProbe:
         if not tf.executing_eagerly() and _in_xla_context():
             self._prepare_for_xla(name, slot, x)
 
-        @tf.custom_gradient
-        def _probe(t):
-            def grad(dy):
-                dense = tf.convert_to_tensor(dy)  # an IndexedSlices upstream is recorded densely
-                updates = [
-                    slot.value.assign(dense, read_value=False),
-                    slot.count.assign_add(1, read_value=False),
-                ]
-                with tf.control_dependencies([u for u in updates if u is not None]):
-                    return tf.identity(dense)
+        def record(dy):
+            dense = tf.convert_to_tensor(dy)  # an IndexedSlices upstream is recorded densely
+            updates = [
+                slot.value.assign(dense, read_value=False),
+                slot.count.assign_add(1, read_value=False),
+            ]
+            with tf.control_dependencies([u for u in updates if u is not None]):  # None eagerly
+                return tf.identity(dense)
 
-            return tf.identity(t), grad
-
-        return _probe(x)
+        return ops._identity_with_gradient(x, record)
 
     def _slot(self, name: str, x: tf.Tensor) -> _Slot:
         slot = self._slots.get(name)

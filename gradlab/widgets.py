@@ -675,8 +675,7 @@ def clip_explorer(clip_min: float = -0.5, clip_max: float = 0.5, *, fn=tf.sin, *
     """
     clip_min = _in_range(clip_min, "clip_min", -1.5, 1.5)
     clip_max = _in_range(clip_max, "clip_max", -1.5, 1.5)
-    if clip_min > clip_max:
-        raise ValueError(f"clip_min must be <= clip_max; got clip_min={clip_min!r} > clip_max={clip_max!r}.")
+    v.check_clip_order(clip_min, clip_max)
     slider = widgets.FloatRangeSlider(
         value=(clip_min, clip_max), min=-1.5, max=1.5, step=0.05, readout_format=".2f",
         description="clip interval [min, max]",
