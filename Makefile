@@ -6,6 +6,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.gradlab-installed
+UV_VERSION := 0.13.9
+UV     := $(VENV)/bin/uv
 PYTEST_ARGS ?=
 # Extra JupyterLab options, e.g. make lab LAB_ARGS='--ServerApp.port=9999 --no-browser'
 LAB_ARGS ?=
@@ -19,11 +21,12 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # JupyterLab refuses to run as root unless told to.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test test-notebooks install execute bench bench-explorer clean help
+.PHONY: lab lint test test-notebooks test-library install execute bench bench-explorer clean help
 
 help:
 	@echo "make lab    - install (once) and start JupyterLab on notebooks/ at 127.0.0.1"
-	@echo "make test   - install (once) and run the whole suite: gradlab's tests + nbval on every notebook"
+	@echo "make test   - install (once) and run the whole suite: ruff, gradlab's tests + nbval on every notebook"
+	@echo "make test-library - gradlab's unit tests from its wheel, on the oldest supported and the pinned TensorFlow"
 	@echo "make execute [NB=notebooks/NN_name.ipynb] - re-run notebooks in place (maintainers)"
 	@echo "make bench  - what each technique costs: training-step ratios to a baseline, import cost, notebook times"
 	@echo "make bench-explorer - slider-to-redraw latency of the explorers, in the kernel and in a real browser"
@@ -33,13 +36,16 @@ $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "gradlab needs Python 3.10 or newer; found " + sys.version.split()[0])'
 	$(PYTHON) -m venv $(VENV) || { echo "Creating the virtual environment failed: on Debian/Ubuntu run 'apt-get install python3-venv' first."; exit 1; }
 
-$(STAMP): requirements.txt pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
-	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e . || $(PY) -m pip install --quiet --no-deps -e .
-	$(PY) -m pip check
+$(STAMP): requirements.txt pyproject.toml jupyter/overrides.json | $(PY)
+	@# uv installs the pinned stack in seconds where pip takes minutes; it is itself pinned here.
+	$(PY) -m pip install --quiet uv==$(UV_VERSION)
+	$(UV) pip install --quiet --python $(PY) -r requirements.txt
+	$(UV) pip install --quiet --python $(PY) --no-deps -e .
+	$(UV) pip check --python $(PY)
 	@# The editable install must point at this checkout's package (not a namespace package or a stale copy).
 	@$(PY) -c 'import pathlib, sys, gradlab; f = gradlab.__file__; sys.exit(0 if f and pathlib.Path(f).resolve() == pathlib.Path("gradlab/__init__.py").resolve() else "gradlab imports from " + str(f) + ", not from this checkout: run make clean, then make install")'
+	@# JupyterLab opens without asking whether to fetch Jupyter news (Binder's postBuild does the same).
+	@mkdir -p $(VENV)/share/jupyter/lab/settings && cp jupyter/overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -47,12 +53,28 @@ install: $(STAMP)
 lab: install
 	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
 
-test: install
-	$(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS) tests notebooks
+# ruff over the package, tests, benchmarks, tools and notebooks (rules in pyproject.toml).
+lint: install
+	$(VENV)/bin/ruff check gradlab tests benchmarks tools notebooks
+
+# pytest-xdist runs test files and notebooks side by side, one worker per core. loadscope keeps
+# each notebook's cells (one kernel) and each test module or class together on one worker.
+XDIST := -n auto --dist loadscope
+
+test: install lint
+	$(PY) -m pytest $(XDIST) --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS) tests notebooks
 
 # nbval alone (CI runs it after make test: every notebook passes twice in a row in one environment).
 test-notebooks: install
-	$(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS) notebooks
+	$(PY) -m pytest $(XDIST) --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS) notebooks
+
+# gradlab as a library, from its built wheel, in a fresh environment with a given TensorFlow:
+# the oldest supported release and the workbook's pin (CI runs both).
+TF_OLDEST ?= tensorflow-cpu==2.16.2
+TF_PINNED ?= tensorflow-cpu==2.21.0
+test-library: install
+	PYTHON=$(PYTHON) tools/test_library.sh $(TF_OLDEST)
+	PYTHON=$(PYTHON) tools/test_library.sh $(TF_PINNED)
 
 # Re-execute notebooks in place as one clean top-to-bottom run (maintainers: after editing one).
 NB ?= $(sort $(wildcard notebooks/*.ipynb))
@@ -61,6 +83,8 @@ execute: install
 	@# Drop the stored widget state: every widget output carries its own fallback, a static picture
 	@# follows it, and the state (PNG bytes of every explorer) would only bloat the file.
 	$(PY) tools/strip_widget_state.py $(NB)
+	@# Exercise solutions (cells tagged `solution`) are stored collapsed: source and output hidden.
+	$(PY) tools/hide_solutions.py $(NB)
 
 # Benchmarks are never part of the test suite. BENCH_ARGS='--quick' gives a shorter run.
 BENCH_ARGS ?=

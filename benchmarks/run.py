@@ -107,7 +107,8 @@ def print_fit_table(fit: dict, out=print) -> None:
     width = 30
     out("")
     out(fit["description"])
-    out(f"  {'wall' if fit.get('clock', 'wall') == 'wall' else 'CPU'} time per step / fit without the layer, same mode and round: "
+    clock_name = "wall" if fit.get("clock", "wall") == "wall" else "CPU"
+    out(f"  {clock_name} time per step / fit without the layer, same mode and round: "
         "median [IQR]; steps per second (wall clock)")
     out(f"  {'layer':<33s}" + "".join(f"{MODE_LABELS[m]:>{width}s}" for m in modes))
     for name in names:

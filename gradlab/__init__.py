@@ -12,6 +12,10 @@ The public API:
 * Keras layers: :mod:`gradlab.layers` (``ScaleGradient``, ``ClipGradient``, ``ClipGradientNorm``,
   ``GradientReversal``).
 
+gradlab runs on TensorFlow 2.16 to 2.21 with Keras 3 and does not install TensorFlow itself: it uses
+the build you have (``tensorflow``, ``tensorflow-cpu`` or a GPU build); importing it with another
+TensorFlow, or none, raises an ``ImportError`` that says what to install.
+
 Importing gradlab imports TensorFlow and nothing else heavy: ``gradlab.layers`` (Keras) is loaded
 on first use, and so are the plotting and widget helpers. It changes no global state; in
 particular it does not silence TensorFlow's C++ logging. To do that, set
@@ -22,6 +26,12 @@ from __future__ import annotations
 
 import importlib
 from typing import Any
+
+from gradlab._compat import import_tensorflow as _import_tensorflow
+
+# A missing or unsupported TensorFlow gives a clear ImportError here, before the modules below
+# fail on it obscurely (hence the imports after a statement, E402 in pyproject's ruff settings).
+_import_tensorflow()
 
 from gradlab.checking import GradientCheck, check_gradient
 from gradlab.graph import gradient_override, register_gradient

@@ -5,6 +5,12 @@ and applies a rule to the upstream gradient ``dy`` in the backward pass. They ac
 arrays and Python lists of floats, keep float16, bfloat16, float32 and float64, and work eagerly,
 inside ``tf.function`` and with ``jit_compile=True``.
 
+The upstream gradient may arrive as a ``tf.IndexedSlices`` (when the op's output is read by
+``tf.gather`` or an ``Embedding``; an index can repeat, and then its slices add up). Every op gives
+the gradient it gives for the equivalent dense ``dy``: a scale keeps the sparse form (scaling each
+slice is exact and cheaper), and a rule that is not linear in ``dy`` (a clip, a norm, ``fn`` of
+:func:`map_gradient`) is applied to the summed, dense gradient.
+
 Scalar hyperparameters (``factor``, ``clip_min``, ``max_norm``, ``width``...) may be Python numbers
 or scalar tensors; a ``tf.Variable`` (or a ``keras.Variable``, e.g. a layer weight) is read when the
 gradient is computed, so changing it between training steps takes effect without retracing. Its
@@ -14,7 +20,7 @@ silently wrong gradient (XLA drops these checks: under ``jit_compile=True`` noth
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 import tensorflow as tf
 
@@ -32,6 +38,21 @@ __all__ = [
 ]
 
 GradientFn = Callable[[tf.Tensor], Optional[tf.Tensor]]
+Upstream = Union[tf.Tensor, tf.IndexedSlices]
+
+
+def _dense(dy: Upstream) -> tf.Tensor:
+    """The upstream gradient as a dense tensor: an ``IndexedSlices`` is summed over its indices."""
+    if isinstance(dy, tf.IndexedSlices):
+        return tf.convert_to_tensor(dy)
+    return dy
+
+
+def _scaled(dy: Upstream, factor: tf.Tensor) -> Upstream:
+    """``factor * dy``, keeping an ``IndexedSlices`` sparse (exact: scaling distributes over sums)."""
+    if isinstance(dy, tf.IndexedSlices):
+        return tf.IndexedSlices(dy.values * factor, dy.indices, dy.dense_shape)
+    return dy * factor
 
 
 def _cast(param: Scalar, dtype: tf.DType) -> tf.Tensor:
@@ -45,11 +66,13 @@ def _cast(param: Scalar, dtype: tf.DType) -> tf.Tensor:
     return tf.cast(param, dtype)
 
 
-def _after(checks: list, gradient: tf.Tensor) -> tf.Tensor:
+def _after(checks: list, gradient: Upstream) -> Upstream:
     """``gradient``, computed after the run-time parameter checks (if any) have passed."""
     if not checks:
         return gradient
     with tf.control_dependencies(checks):
+        if isinstance(gradient, tf.IndexedSlices):
+            return tf.IndexedSlices(tf.identity(gradient.values), gradient.indices, gradient.dense_shape)
         return tf.identity(gradient)
 
 
@@ -71,7 +94,8 @@ def map_gradient(x, fn: GradientFn) -> tf.Tensor:
         forward:   y = x                      (bitwise: same values, dtype and shape)
         backward:  dL/dx = fn(dL/dy)
 
-    ``fn`` receives the upstream gradient ``dy`` (a tensor of ``x``'s shape and dtype) and must
+    ``fn`` receives the upstream gradient ``dy`` (a dense tensor of ``x``'s shape and dtype, also
+    when TensorFlow propagates it as a ``tf.IndexedSlices``: the slices are summed first) and must
     return a tensor of the same shape and dtype, or ``None`` to send no gradient (like
     ``tf.stop_gradient``). It runs only when a gradient is computed, so it may read
     ``tf.Variable`` values that change between steps.
@@ -101,6 +125,7 @@ def map_gradient(x, fn: GradientFn) -> tf.Tensor:
     x = v.as_float_tensor(x, "x")
 
     def grad(dy):
+        dy = _dense(dy)
         result = fn(dy)
         if result is None:
             return None
@@ -154,7 +179,7 @@ def scale_gradient(x, factor: Scalar) -> tf.Tensor:
 
     def grad(dy):
         checks = v.run_time_checks({"factor": factor})
-        return _after(checks, dy * _cast(factor, dy.dtype))
+        return _after(checks, _scaled(dy, _cast(factor, dy.dtype)))
 
     return _identity_with_gradient(x, grad)
 
@@ -199,7 +224,7 @@ def clip_gradient(x, clip_min: Scalar, clip_max: Scalar) -> tf.Tensor:
         checks = v.run_time_checks({"clip_min": clip_min, "clip_max": clip_max})
         checks += v.run_time_order_check(clip_min, clip_max)
         low, high = _cast(clip_min, dy.dtype), _cast(clip_max, dy.dtype)
-        return _after(checks, tf.clip_by_value(dy, low, high))
+        return _after(checks, tf.clip_by_value(_dense(dy), low, high))
 
     return _identity_with_gradient(x, grad)
 
@@ -242,7 +267,7 @@ def clip_gradient_norm(x, max_norm: Scalar) -> tf.Tensor:
 
     def grad(dy):
         checks = v.run_time_checks({"max_norm": max_norm}, positive=True)
-        return _after(checks, _clip_by_norm(dy, max_norm))
+        return _after(checks, _clip_by_norm(_dense(dy), max_norm))
 
     return _identity_with_gradient(x, grad)
 
@@ -289,7 +314,7 @@ def reverse_gradient(x, factor: Scalar = 1.0) -> tf.Tensor:
 
     def grad(dy):
         checks = v.run_time_checks({"factor": factor})
-        return _after(checks, -(dy * _cast(factor, dy.dtype)))
+        return _after(checks, _scaled(dy, -_cast(factor, dy.dtype)))
 
     return _identity_with_gradient(x, grad)
 
@@ -389,7 +414,7 @@ def surrogate_step(x, width: Scalar = 1.0) -> tf.Tensor:
         def grad(dy):
             checks = v.run_time_checks({"width": width}, positive=True)
             w = _cast(width, t.dtype)
-            return _after(checks, dy * tf.nn.relu(1 - tf.abs(t) / w))
+            return _after(checks, _dense(dy) * tf.nn.relu(1 - tf.abs(t) / w))
 
         return tf.cast(t > 0, t.dtype), grad
 

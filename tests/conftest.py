@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import sys
+from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
 # Before the first `import tensorflow` in the session (subprocesses inherit it).
@@ -28,6 +30,12 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 
 # TensorFlow's first call of each traced function is slow, so no per-example deadline; examples
 # are kept few enough that the whole unit and property suite stays well under 90 s on 2 cores.
+# The exercise self-checks live beside the notebooks (notebooks/exercises/), where the notebooks'
+# kernels import them from; tests/test_exercises_*.py import them the same way.
+_NOTEBOOKS_DIR = str(Path(__file__).resolve().parents[1] / "notebooks")
+if _NOTEBOOKS_DIR not in sys.path:
+    sys.path.insert(0, _NOTEBOOKS_DIR)
+
 settings.register_profile(
     "gradlab",
     deadline=None,

@@ -176,10 +176,11 @@ def open_and_run_all(page, lab: JupyterLab, notebook: str, timeout_ms: int = 90_
     # Clear the stored outputs and execution counts first, so that "done" below means this run.
     run_command(page, "Edit", "editmenu:clear-all")
     run_command(page, "Run", "runmenu:run-all")
-    # Every code cell gets an execution count once it has run ("[*]" while queued or running).
+    # Every code cell gets an execution count once it has run ("[*]" while queued or running); the
+    # prompt of a collapsed cell's placeholder (`.jp-InputPrompt` too) never does, so it is left out.
     page.wait_for_function(
         """() => {
-            const prompts = [...document.querySelectorAll('.jp-NotebookPanel .jp-CodeCell .jp-InputPrompt')];
+            const prompts = [...document.querySelectorAll('.jp-NotebookPanel .jp-CodeCell .jp-InputArea-prompt')];
             return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent));
         }""",
         timeout=timeout_ms,
@@ -272,5 +273,71 @@ def test_keyboard_slider_step_redraws_the_plot_in_place(request):
             assert cell.locator(".jp-OutputArea-output").count() == 1
             assert view.root.locator("img").count() == 1
             assert errors == []
+            # No pop-up asked the learner about Jupyter news (jupyter/overrides.json, installed by
+            # make and by Binder's postBuild); by now JupyterLab would have shown it.
+            assert page.get_by_text("official Jupyter news").count() == 0
+        finally:
+            browser.close()
+
+
+def first_solution(path: Path) -> tuple[int, str]:
+    """Index (among all cells) and source of the first code cell tagged ``solution``."""
+    cells = json.loads(path.read_text())["cells"]
+    for index, cell in enumerate(cells):
+        if cell["cell_type"] == "code" and "solution" in cell.get("metadata", {}).get("tags", []):
+            return index, "".join(cell["source"])
+    raise AssertionError(f"{path.name} has no solution cell")
+
+
+@pytest.mark.browser
+def test_a_solution_stays_hidden_until_the_learner_expands_it(request):
+    """Opened in JupyterLab, an exercise's solution shows neither its code nor its output; one click
+    on each placeholder reveals them. The stored output is the executed check's verdict, which
+    strict nbval re-computes, so the hidden cell is still run by CI."""
+    require_browser()
+    from playwright.sync_api import sync_playwright
+
+    server, notebook = request.getfixturevalue("lab")
+    index, source = first_solution(Path(server.root) / notebook)
+    # The longest line of the answer's code (JupyterLab shows a collapsed cell's first line, which
+    # is a '# Solution ...' comment).
+    code = [line.strip() for line in source.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    answer = max(code, key=len)
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(server.url(notebook))
+            page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
+            # JupyterLab renders only the cells near the viewport: walk down, as a learner scrolls,
+            # to the cell above the solution (command mode skips cells whose input is hidden).
+            page.locator(".jp-NotebookPanel .jp-Cell .jp-InputPrompt").first.click()
+            page.keyboard.press("Escape")
+            active = """() => Number(document.querySelector('.jp-NotebookPanel .jp-Cell.jp-mod-active')
+                                        ?.getAttribute('data-windowed-list-index'))"""
+            while (position := page.evaluate(active)) < index - 1:
+                page.keyboard.press("ArrowDown")
+                page.wait_for_function(f"() => ({active})() !== {position}", timeout=10_000)
+            cell = page.locator(f".jp-NotebookPanel .jp-Cell[data-windowed-list-index='{index}']")
+            cell.scroll_into_view_if_needed(timeout=30_000)
+            input_placeholder = cell.locator(".jp-InputPlaceholder")
+            input_placeholder.wait_for(state="visible", timeout=30_000)
+            assert input_placeholder.inner_text().strip().startswith("# Solution")
+            assert not cell.locator(".jp-InputArea-editor").is_visible()
+            assert not cell.locator(".jp-OutputArea").is_visible()
+            assert answer not in cell.inner_text(), "the answer is on screen"
+            assert not page.get_by_text(answer, exact=False).first.is_visible(), "the answer is on screen"
+
+            input_placeholder.click()  # the learner asks for the solution: its code appears
+            editor = cell.locator(".jp-InputArea-editor")
+            editor.wait_for(state="visible", timeout=30_000)
+            assert answer in editor.inner_text()
+            output_placeholder = cell.locator(".jp-OutputPlaceholder")
+            output_placeholder.wait_for(state="visible", timeout=30_000)
+            assert not cell.locator(".jp-OutputArea").is_visible()
+            output_placeholder.click()  # and, one more click, the stored verdict of its check
+            output = cell.locator(".jp-OutputArea")
+            output.wait_for(state="visible", timeout=30_000)
+            assert "Correct" in output.inner_text(), "the stored solution output is not the check's verdict"
         finally:
             browser.close()

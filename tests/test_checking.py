@@ -54,8 +54,9 @@ def test_a_wrong_derivative_is_caught():
 def test_a_custom_gradient_that_ignores_dy_is_caught():
     result = gradlab.check_gradient(forgets_dy, X64)
     assert not result.ok
-    assert result.linear_in_upstream is False
-    assert "does not scale with the upstream gradient dy" in result.message
+    assert result.linear_in_upstream is False and result.ignores_upstream is True
+    assert "does not change when the upstream gradient dy changes" in result.message
+    assert "multiplying it by dy" in result.message
 
 
 def test_ignoring_dy_is_caught_even_where_dy_is_one():
@@ -96,8 +97,43 @@ def test_gradlab_ops_pass_against_their_definition(fn, reference):
 
 
 def test_a_clipped_gradient_is_reported_as_not_linear_in_upstream():
+    """Against finite differences a clip is wrong (it is not the derivative), and the message
+    points at checking a defined rule against its reference instead of blaming dy."""
     result = gradlab.check_gradient(lambda t: gradlab.clip_gradient(t, -0.1, 0.1), X64)
-    assert not result.ok and not result.linear_in_upstream
+    assert not result.ok and not result.linear_in_upstream and not result.ignores_upstream
+    assert "reference=" in result.message and "multiplying it by dy" not in result.message
+
+
+CLIP_REFERENCE = lambda x, u: tf.clip_by_value(u, -0.1, 0.1)  # noqa: E731
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_correct_clip_passes_against_its_reference(seed):
+    """A clip is not linear in dy by design: checked against its definition it passes, and the
+    verdict says why linearity was not required."""
+    clip = lambda t: gradlab.clip_gradient(t, -0.1, 0.1)  # noqa: E731
+    result = gradlab.check_gradient(clip, X64, reference=CLIP_REFERENCE, seed=seed)
+    assert result.ok, result.message
+    assert not result.ignores_upstream
+    norm = lambda t: gradlab.clip_gradient_norm(t, 0.5)  # noqa: E731
+    assert gradlab.check_gradient(norm, X64, reference=lambda x, u: tf.clip_by_norm(u, 0.5), seed=seed).ok
+
+
+def test_a_wrong_clip_fails_against_the_reference_without_blaming_dy():
+    wrong = lambda t: gradlab.clip_gradient(t, -0.2, 0.2)  # noqa: E731
+    result = gradlab.check_gradient(wrong, X64, reference=CLIP_REFERENCE)
+    assert not result.ok and not result.ignores_upstream
+    assert "differs from the reference gradient" in result.message and "dy" not in result.message
+
+
+def test_a_clip_that_ignores_dy_is_still_caught_against_the_reference():
+    @tf.custom_gradient
+    def clip_forgets_dy(t):
+        return tf.identity(t), lambda dy: tf.clip_by_value(tf.ones_like(t), -0.1, 0.1)
+
+    result = gradlab.check_gradient(clip_forgets_dy, X64, reference=CLIP_REFERENCE)
+    assert not result.ok and result.ignores_upstream
+    assert "does not change when the upstream gradient dy changes" in result.message
 
 
 def test_float32_uses_looser_default_tolerances():
@@ -131,13 +167,15 @@ def test_a_gradient_check_is_an_immutable_record():
         (dict(delta=0.0), ValueError, r"delta must be > 0; got 0\.0"),
         (dict(rtol=-1e-3), ValueError, r"rtol must be > 0; got -0\.001"),
         (dict(atol=float("nan")), ValueError, r"atol must be finite; got nan"),
+        (dict(order=3), ValueError, r"order must be 1 .* or 2 .*; got 3"),
+        (dict(order=2.0), TypeError, r"order must be an int, 1 or 2; got float 2\.0"),
         (
             dict(reference=lambda x, u: tf.zeros([2], tf.float64)),
             ValueError,
             r"reference returned shape \(2,\), but the gradient w\.r\.t\. x has shape \(3,\)",
         ),
     ],
-    ids=["fn", "x", "reference", "delta", "rtol", "atol", "reference shape"],
+    ids=["fn", "x", "reference", "delta", "rtol", "atol", "order", "order type", "reference shape"],
 )
 def test_check_gradient_bad_arguments(kwargs, error, message):
     arguments = dict(fn=tf.sin, x=X64)
@@ -145,3 +183,57 @@ def test_check_gradient_bad_arguments(kwargs, error, message):
     fn, x = arguments.pop("fn"), arguments.pop("x")
     with pytest.raises(error, match=message):
         gradlab.check_gradient(fn, x, **arguments)
+
+
+# --- order=2: the gradient's own gradient ------------------------------------------------------
+
+def _custom_sin(second):
+    """sin with a custom grad whose own gradient is right ("right"), cut or wrong."""
+    @tf.custom_gradient
+    def fn(t):
+        def grad(dy):
+            if second == "cut":
+                return dy * tf.stop_gradient(tf.cos(t))
+            if second == "wrong":   # the same value, a different derivative: 5 (t - t) is 0
+                return dy * (tf.cos(t) + 5.0 * (t - tf.stop_gradient(t)))
+            if second == "numpy":
+                return dy * tf.constant(np.cos(t.numpy()))
+            return dy * tf.cos(t)
+        return tf.sin(t), grad
+    return fn
+
+
+@pytest.mark.parametrize("fn", [tf.sin, tf.nn.softplus, lambda t: tf.sin(t) * t ** 2, _custom_sin("right"),
+                                lambda t: gradlab.scale_gradient(tf.sin(t), 1.0)],
+                         ids=["sin", "softplus", "product", "custom right", "gradlab op"])
+def test_order_2_passes_where_the_second_derivative_is_right(fn):
+    result = gradlab.check_gradient(fn, X64, order=2)
+    assert result.ok, result.message
+    assert result.order == 2 and result.second_order_error < 1e-5
+    assert "order 2" in result.message
+
+
+@pytest.mark.parametrize("second, says", [("cut", "no second derivative at all"), ("numpy", "no second derivative"),
+                                          ("wrong", "differs from finite differences")])
+def test_order_2_catches_a_right_gradient_whose_own_gradient_is_wrong(second, says):
+    fn = _custom_sin(second)
+    assert gradlab.check_gradient(fn, X64).ok, "the first derivative is right"
+    result = gradlab.check_gradient(fn, X64, order=2)
+    assert not result.ok and result.message.startswith("FAILED at order 2")
+    assert says in result.message and "nested tf.custom_gradient" in result.message
+
+
+def test_order_2_checks_a_defined_rule_against_finite_differences_of_its_vjp():
+    fn = lambda t: gradlab.scale_gradient(tf.sin(t), 2.0)  # noqa: E731
+    result = gradlab.check_gradient(fn, X64, reference=lambda t, u: 2.0 * u * tf.cos(t), order=2)
+    assert result.ok, result.message
+
+
+def test_order_2_is_not_checked_when_the_gradient_itself_fails():
+    result = gradlab.check_gradient(lambda t: gradlab.scale_gradient(tf.sin(t), 2.0), X64, order=2)
+    assert not result.ok and result.second_order_error is None and "Order 2 not checked" in result.message
+
+
+def test_order_1_is_the_default_and_reports_no_second_order():
+    result = gradlab.check_gradient(_custom_sin("cut"), X64)
+    assert result.ok and result.order == 1 and result.second_order_error is None

@@ -301,7 +301,11 @@ def test_straight_through_is_bitwise_where_the_stop_gradient_trick_is_not(
     trick, exact = run_in_mode(both)(forward, backward)
     assert_bitwise(exact, forward)
     trick = trick.numpy().astype(np.float64)
-    assert trick[0] != 3.0  # rounded away: large + (3 - large) == 0 in this dtype
+    # Rounded away: large + (3 - large) == 0 in this dtype. XLA before TF 2.17 may keep a bfloat16
+    # intermediate in float32 and get 3 back, so the trick's failure there depends on the version;
+    # straight_through's exactness (above) does not.
+    if not (mode == "xla" and dtype == tf.bfloat16 and tf.__version__ < "2.17"):
+        assert trick[0] != 3.0
     assert np.isnan(trick[1])  # inf + (2 - inf) = inf - inf = nan
     assert trick[2] == 0.5  # and for ordinary inputs the trick happens to be exact
 

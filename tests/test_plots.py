@@ -262,6 +262,111 @@ def test_layer_gradient_norms_counts_none_as_zero_and_checks_alignment():
         gp.layer_gradient_norms([None], [object()])
 
 
+# --- computation_graph ------------------------------------------------------------------------------
+
+CHAIN = dict(
+    nodes=["x", "u", "y", "L"], ops=["×3", "square", "loss"],
+    forward=["x = 1", "u = 3", "y = 9", "L = 9"],
+    backward=["dL/dx = 9", "dL/du = 3", "dL/dy = 1", "dL/dL = 1"],
+)
+
+
+def texts(fig: Figure, gid: str) -> list:
+    return [t for t in fig.axes[0].texts if t.get_gid() == gid]
+
+
+def patch(fig: Figure, gid: str):
+    found = [p for p in fig.axes[0].patches if p.get_gid() == gid]
+    assert len(found) == 1, f"expected one patch {gid!r}, found {len(found)}"
+    return found[0]
+
+
+def test_computation_graph_draws_every_label_in_its_row():
+    fig = gp.computation_graph(**CHAIN, modified=1, rule="dy → 0.5·dy", title="y = (3x)²")
+    assert isinstance(fig, Figure) and len(fig.axes) == 1
+    assert [t.get_text() for t in texts(fig, "node")] == CHAIN["nodes"]
+    assert [t.get_text() for t in texts(fig, "op")] == CHAIN["ops"]
+    assert [t.get_text() for t in texts(fig, "forward")] == CHAIN["forward"]
+    assert [t.get_text() for t in texts(fig, "backward")] == CHAIN["backward"]
+    assert [t.get_text() for t in texts(fig, "rule")] == ["dy → 0.5·dy"]
+    assert fig.axes[0].get_title() == "y = (3x)²"
+    # Nodes left to right; forward values above the chain, gradients below it.
+    xs = [t.get_position()[0] for t in texts(fig, "node")]
+    assert xs == sorted(xs) and len(set(xs)) == 4
+    assert all(t.get_position()[1] > 0 for t in texts(fig, "forward"))
+    assert all(t.get_position()[1] < 0 for t in texts(fig, "backward"))
+    # Ops sit between the nodes they join.
+    for i, op in enumerate(texts(fig, "op")):
+        assert xs[i] < op.get_position()[0] < xs[i + 1]
+
+
+def test_computation_graph_arrows_point_right_forward_and_left_backward():
+    fig = gp.computation_graph(**CHAIN)
+    for i in range(3):
+        (fx0, _), (fx1, _) = patch(fig, f"forward arrow {i}")._posA_posB
+        (bx0, by), (bx1, _) = patch(fig, f"backward arrow {i}")._posA_posB
+        assert fx0 < fx1, "forward arrows point right"
+        assert bx0 > bx1 and by < 0, "backward arrows point left, below the chain"
+        assert i < fx0 < fx1 < i + 1 and i < bx1 < bx0 < i + 1
+
+
+def test_computation_graph_highlights_only_the_modified_edge():
+    fig = gp.computation_graph(**CHAIN, modified=1, rule="dy → clip(dy, -0.1, 0.1)")
+    red = to_rgba(gp.GRAPH_COLORS["modified"])
+    edges = {line.get_gid(): line for line in fig.axes[0].get_lines()}
+    assert to_rgba(edges["edge 1"].get_color()) == red
+    assert edges["edge 1"].get_linewidth() > edges["edge 0"].get_linewidth()
+    assert all(to_rgba(edges[f"edge {i}"].get_color()) != red for i in (0, 2))
+    assert [to_rgba(t.get_color()) == red for t in texts(fig, "op")] == [False, True, False]
+    assert to_rgba(texts(fig, "rule")[0].get_color()) == red
+    assert texts(fig, "rule")[0].get_position()[0] == pytest.approx(1.5)  # under edge 1
+    # The backward arrow of the modified op is red; its forward arrow is not (forward unchanged).
+    assert patch(fig, "backward arrow 1").get_edgecolor() == red
+    assert patch(fig, "backward arrow 0").get_edgecolor() == to_rgba(gp.GRAPH_COLORS["backward"])
+    assert patch(fig, "forward arrow 1").get_edgecolor() == to_rgba(gp.GRAPH_COLORS["forward"])
+
+
+def test_computation_graph_without_optional_parts_draws_nodes_and_edges_only():
+    fig = gp.computation_graph(("a", "b"))
+    ax = fig.axes[0]
+    assert [t.get_text() for t in texts(fig, "node")] == ["a", "b"]
+    assert [line.get_gid() for line in ax.get_lines()] == ["edge 0"]
+    assert not ax.patches and not texts(fig, "op") and not texts(fig, "rule")
+    assert to_rgba(ax.get_lines()[0].get_color()) != to_rgba(gp.GRAPH_COLORS["modified"])
+
+
+def test_computation_graph_draws_into_given_axes():
+    fig, ax = plt.subplots()
+    try:
+        assert gp.computation_graph(["x", "y"], ops=["f"], ax=ax) is fig
+        assert [t.get_text() for t in texts(fig, "op")] == ["f"]
+    finally:
+        plt.close(fig)
+
+
+@pytest.mark.parametrize("kwargs, error, pattern", [
+    ({"nodes": "xy"}, TypeError, "nodes must be a list of strings"),
+    ({"nodes": ["x"]}, ValueError, "nodes must name at least 2 values"),
+    ({"nodes": []}, ValueError, "nodes must name at least 2"),
+    ({"nodes": ["x", 1]}, TypeError, r"nodes\[1\] must be a string; got int 1"),
+    ({"nodes": ["x", "y"], "ops": ["f", "g"]}, ValueError, r"ops must have 1 entries.*\['f', 'g'\]"),
+    ({"nodes": ["x", "y"], "ops": "f"}, TypeError, "ops must be a list of strings"),
+    ({"nodes": ["x", "y"], "forward": ["1"]}, ValueError, "forward must have 2 entries"),
+    ({"nodes": ["x", "y"], "backward": [1.0, 2.0]}, TypeError, r"backward\[0\] must be a string"),
+    ({"nodes": ["x", "y"], "modified": 1}, ValueError, "modified must be an edge index from 0 to 0.*got 1"),
+    ({"nodes": ["x", "y"], "modified": -1}, ValueError, "modified must be an edge index.*got -1"),
+    ({"nodes": ["x", "y"], "modified": 0.0}, TypeError, "modified must be an edge index .*float 0.0"),
+    ({"nodes": ["x", "y"], "modified": True}, TypeError, "modified must be an edge index"),
+    ({"nodes": ["x", "y"], "rule": "dy → 2·dy"}, ValueError, "rule 'dy → 2·dy' needs modified"),
+    ({"nodes": ["x", "y"], "modified": 0, "rule": 2}, TypeError, "rule must be a string"),
+    ({"nodes": ["x", "y"], "title": ["t"]}, TypeError, "title must be a string"),
+    ({"nodes": ["x", "y"], "ax": "ax"}, TypeError, "ax must be a matplotlib Axes"),
+])
+def test_computation_graph_rejects_bad_arguments(kwargs, error, pattern):
+    with pytest.raises(error, match=pattern):
+        gp.computation_graph(**kwargs)
+
+
 def test_docstring_examples_run():
     result = doctest.testmod(gp, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted >= 10 and result.failed == 0

@@ -117,7 +117,8 @@ def test_installed_environment_matches_the_pins():
 def test_pyproject_ranges_admit_the_pins():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     pins = applicable(ROOT_PINS)
-    for line in project["dependencies"]:
+    extras = project["optional-dependencies"]
+    for line in project["dependencies"] + extras["cpu"] + extras["notebook"]:
         req = Requirement(line)
         if req.marker is not None and not req.marker.evaluate():
             continue
@@ -134,6 +135,7 @@ def test_binder_installs_exactly_the_root_pins_and_gradlab():
     post_build = (binder / "postBuild").read_text()
     assert re.search(r"pip install .*-e \.", post_build), "postBuild must install gradlab itself"
     assert os.access(binder / "postBuild", os.X_OK) and os.access(binder / "start", os.X_OK)
+    assert "jupyter/overrides.json" in post_build, "Binder's JupyterLab must not ask about Jupyter news"
     start = (binder / "start").read_text()
     assert "TF_CPP_MIN_LOG_LEVEL=2" in start and "TF_ENABLE_ONEDNN_OPTS=0" in start
     assert 'exec "$@"' in start
@@ -181,7 +183,7 @@ def test_workflow_runs_make_test_on_push_pull_requests_and_weekly():
 
 def test_ci_script_runs_make_test():
     script = (ROOT / ".ci" / "run").read_text()
-    commands = [l.strip() for l in script.splitlines() if l.strip() and not l.lstrip().startswith("#")]
+    commands = [line.strip() for line in script.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     assert "make test" in commands
     assert "set -euo pipefail" in commands
 
@@ -279,15 +281,21 @@ def test_notebook_follows_the_skeleton(path):
     setup = next("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
     assert "TF_CPP_MIN_LOG_LEVEL" in setup and setup.index("TF_CPP_MIN_LOG_LEVEL") < setup.index("import tensorflow")
     assert "set_random_seed" in setup, "the setup cell seeds the run"
-    # At least two exercises, each solution collapsed in <details> and still executed (tag `solution`).
+    # At least two exercises, each solution stored collapsed (source and output hidden in JupyterLab)
+    # and still executed by nbval (tag `solution`), announced by the markdown cell before it.
     cells = nb["cells"]
     solutions = [i for i, c in enumerate(cells)
                  if c["cell_type"] == "code" and "solution" in c.get("metadata", {}).get("tags", [])]
     assert len(solutions) >= 2, f"{path.name} has {len(solutions)} executed solutions; it needs two exercises or more"
     for i in solutions:
-        before = "".join(cells[i - 1]["source"])
-        assert cells[i - 1]["cell_type"] == "markdown" and "<details>" in before, (
-            f"{path.name}: the solution in cell {i} is not preceded by a collapsed <details> block")
+        hidden = cells[i]["metadata"].get("jupyter", {})
+        assert hidden.get("source_hidden") is True and hidden.get("outputs_hidden") is True, (
+            f"{path.name}: the solution in cell {i} is visible; run make execute (tools/hide_solutions.py)")
+        # JupyterLab shows a collapsed cell's first line: it must not give the answer away.
+        assert "".join(cells[i]["source"]).startswith("# Solution"), (
+            f"{path.name}: the solution in cell {i} does not start with a '# Solution' comment")
+        assert cells[i - 1]["cell_type"] == "markdown" and "solution" in "".join(cells[i - 1]["source"]).lower(), (
+            f"{path.name}: the solution in cell {i} is not announced by a markdown cell")
         assert cells[i]["outputs"], f"{path.name}: the solution in cell {i} was not executed"
 
 

@@ -267,7 +267,7 @@ def test_an_unexpected_error_in_the_op_is_shown_with_its_type():
 def test_extreme_values_and_rapid_changes_do_not_raise(case):
     name, explorer, reference, _, settings_ = case
     rng = np.random.default_rng(0)
-    for slider, widget in explorer.sliders.items():
+    for widget in explorer.sliders.values():
         if isinstance(widget, ipywidgets.Dropdown):
             choices = list(widget._options_values)
             values = [choices[i] for i in rng.integers(0, len(choices), 100)]
@@ -385,7 +385,8 @@ def test_close_closes_every_widget():
     (lambda: gw.explore(gradlab.scale_gradient, {"factor": (0.0, 1.0)}, dpi=0), ValueError, "dpi"),
     (lambda: gw.explore(gradlab.scale_gradient, {"factor": (0.0, 1.0)}, figsize=(8, -1)), ValueError, "figsize"),
     (lambda: gw.explore(gradlab.scale_gradient, {"factor": (0.0, 1.0)}, title=3), TypeError, "title"),
-    (lambda: gw.explore(gradlab.surrogate_step, {"width": (-1.0, 1.0, 0.1, -0.5)}, fn=None), ValueError, "initial setting.*width must be > 0"),
+    (lambda: gw.explore(gradlab.surrogate_step, {"width": (-1.0, 1.0, 0.1, -0.5)}, fn=None), ValueError,
+     "initial setting.*width must be > 0"),
     (lambda: gw.explore(lambda x, k: tf.reduce_sum(x) * k, {"k": (0.0, 1.0)}, fn=None), ValueError, "elementwise"),
     (lambda: gw.clip_explorer(0.5, -0.5), ValueError, "clip_min must be <= clip_max"),
     (lambda: gw.clip_explorer(-2.0, 0.5), ValueError, "clip_min must be in"),

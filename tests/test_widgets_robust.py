@@ -122,7 +122,7 @@ def explorer(request):
 def test_extreme_values_and_rapid_changes_leave_nothing_behind(explorer, capsys):
     name, e = explorer
     # Visit every non-numeric choice once so that its function is compiled before counting.
-    for key, widget in e.sliders.items():
+    for widget in e.sliders.values():
         if isinstance(widget, ipywidgets.Dropdown):
             for value in widget._options_values:
                 widget.value = value
@@ -133,7 +133,7 @@ def test_extreme_values_and_rapid_changes_leave_nothing_behind(explorer, capsys)
     )
     rng = np.random.default_rng(0)
     sets = 0
-    for key, widget in e.sliders.items():
+    for widget in e.sliders.values():
         values = extreme_values(widget) + random_values(widget, rng, RAPID)
         for value in values:
             widget.value = value  # must never raise

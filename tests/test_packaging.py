@@ -1,0 +1,140 @@
+"""gradlab as a library: the wheel and sdist build, say the right things, and install into an
+environment's own TensorFlow without touching it."""
+from __future__ import annotations
+
+import email.parser
+import json
+import re
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+
+import gradlab
+from gradlab import _compat
+
+ROOT = Path(__file__).resolve().parents[1]
+MODULES = sorted(p.name for p in (ROOT / "gradlab").glob("*.py"))
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> dict[str, Path]:
+    """The wheel and the sdist, built from this checkout with `python -m build` (PEP 517)."""
+    out = tmp_path_factory.mktemp("dist")
+    result = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    wheels, sdists = sorted(out.glob("*.whl")), sorted(out.glob("*.tar.gz"))
+    assert len(wheels) == 1 and len(sdists) == 1, sorted(p.name for p in out.iterdir())
+    return {"wheel": wheels[0], "sdist": sdists[0]}
+
+
+@pytest.fixture(scope="module")
+def metadata(dist):
+    with zipfile.ZipFile(dist["wheel"]) as wheel:
+        name = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+        return email.parser.Parser().parsestr(wheel.read(name).decode())
+
+
+def test_the_files_are_named_for_this_version(dist):
+    assert dist["wheel"].name == f"gradlab-{gradlab.__version__}-py3-none-any.whl"
+    assert dist["sdist"].name == f"gradlab-{gradlab.__version__}.tar.gz"
+
+
+def test_the_wheel_holds_the_package_its_type_marker_and_license(dist):
+    with zipfile.ZipFile(dist["wheel"]) as wheel:
+        names = set(wheel.namelist())
+    for module in MODULES:
+        assert f"gradlab/{module}" in names
+    assert "gradlab/py.typed" in names
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    assert not any(n.startswith(("tests/", "notebooks/")) for n in names), "the wheel is the library only"
+
+
+def test_the_sdist_can_rebuild_the_wheel(dist):
+    with tarfile.open(dist["sdist"]) as sdist:
+        names = {n.split("/", 1)[1] for n in sdist.getnames() if "/" in n}
+    assert {"LICENSE", "README.md", "pyproject.toml", "gradlab/py.typed"} <= names
+    assert {f"gradlab/{m}" for m in MODULES} <= names
+
+
+def test_metadata_names_the_license_python_and_readme(metadata):
+    assert metadata["Name"] == "gradlab" and metadata["Version"] == gradlab.__version__
+    assert metadata["License-Expression"] == "Apache-2.0"
+    assert metadata["License-File"] == "LICENSE" and (ROOT / "LICENSE").read_text().lstrip().startswith("Apache License")
+    assert metadata["Requires-Python"] == ">=3.10"
+    assert "Typing :: Typed" in metadata.get_all("Classifier")
+    assert metadata["Description-Content-Type"] == "text/markdown"
+
+
+def _requirements(metadata) -> list[Requirement]:
+    return [Requirement(line) for line in metadata.get_all("Requires-Dist")]
+
+
+def test_no_tensorflow_is_required_so_an_installed_one_is_kept(metadata):
+    """`pip install gradlab` must not add tensorflow-cpu next to a GPU `tensorflow` (two
+    distributions writing one package) nor upgrade the TensorFlow a user has."""
+    for req in _requirements(metadata):
+        if req.name.startswith("tensorflow"):
+            assert req.marker is not None and "extra" in str(req.marker), f"{req} is not optional"
+    base = {r.name for r in _requirements(metadata) if r.marker is None}
+    assert base == {"keras", "numpy"}
+    keras = next(r for r in _requirements(metadata) if r.name == "keras")
+    assert keras.specifier.contains("3.0.0") and not keras.specifier.contains("2.15.0")
+
+
+def test_the_extras_declare_exactly_the_supported_tensorflow_range(metadata):
+    supported = SpecifierSet(f">={_compat.MIN_TENSORFLOW[0]}.{_compat.MIN_TENSORFLOW[1]},"
+                             f"<{_compat.MAX_TENSORFLOW[0]}.{_compat.MAX_TENSORFLOW[1]}")
+    assert {"tensorflow", "cpu", "notebook"} <= set(metadata.get_all("Provides-Extra"))
+    tf_requirements = [r for r in _requirements(metadata) if r.name in ("tensorflow", "tensorflow-cpu")]
+    assert {r.name for r in tf_requirements} == {"tensorflow", "tensorflow-cpu"}
+    for req in tf_requirements:
+        assert req.specifier == supported, f"{req}: the extras and gradlab/_compat.py disagree"
+    for version in ("2.16.0", "2.16.2", "2.19.1", "2.21.0"):
+        assert version in supported
+    for version in ("2.15.1", "2.22.0"):
+        assert version not in supported
+
+
+def test_installing_the_wheel_here_changes_nothing_but_gradlab(dist):
+    """A dry run into this environment (which has the pinned TensorFlow): pip would install
+    gradlab alone, no TensorFlow, Keras or NumPy."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-",
+         "--no-index", str(dist["wheel"])],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert [item["metadata"]["name"] for item in report["install"]] == ["gradlab"]
+
+
+@pytest.mark.parametrize("version", ["2.16.0", "2.16.2", "2.18.1", "2.21.0", "2.21.0rc1"])
+def test_supported_tensorflow_versions_are_accepted(version):
+    _compat.check_tensorflow_version(version)
+
+
+@pytest.mark.parametrize("version", ["2.15.1", "2.13.0", "2.22.0", "3.0.0", "1.15.5"])
+def test_an_unsupported_tensorflow_gives_an_import_error_that_says_what_to_install(version):
+    expected = rf"gradlab needs TensorFlow 2\.16 to 2\.21.*found TensorFlow {re.escape(version)}.*pip install"
+    with pytest.raises(ImportError, match=expected):
+        _compat.check_tensorflow_version(version)
+
+
+@pytest.mark.parametrize("case", ["missing", "too old"])
+def test_import_gradlab_without_a_supported_tensorflow_fails_clearly(case):
+    """In a fresh interpreter: no TensorFlow at all, or an old one, and then `import gradlab`."""
+    fake = ("import sys; sys.modules['tensorflow'] = None" if case == "missing" else
+            "import sys, types; tf = types.ModuleType('tensorflow'); tf.__version__ = '2.15.1'; "
+            "sys.modules['tensorflow'] = tf")
+    code = f"{fake}\ntry:\n    import gradlab\nexcept ImportError as e:\n    print(e)\nelse:\n    print('imported')"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("gradlab needs TensorFlow"), result.stdout
+    assert "pip install" in result.stdout
