@@ -397,15 +397,118 @@ def _ledger_verdicts(markdown: str) -> dict:
     return verdicts
 
 
-def test_readme_claims_ledger_matches_the_museum():
-    """The README's ledger repeats notebook 10's, whose verdicts are asserted by an executed cell."""
-    nb = json.loads((ROOT / "notebooks" / "10_pitfalls_museum.ipynb").read_text())
-    section = next("".join(c["source"]) for c in nb["cells"]
-                   if c["cell_type"] == "markdown" and "claims ledger" in "".join(c["source"]).lower()
-                   and "| 1 |" in "".join(c["source"]))
+REFERENCE = ROOT / "notebooks" / "11_appendix_reference.ipynb"
+
+
+def _reference_ledger() -> str:
+    nb = json.loads(REFERENCE.read_text())
+    return next("".join(c["source"]) for c in nb["cells"]
+                if c["cell_type"] == "markdown" and "claims ledger" in "".join(c["source"]).lower()
+                and "| 1 |" in "".join(c["source"]))
+
+
+def test_readme_claims_ledger_matches_the_reference_notebook():
+    """The README's ledger repeats the reference notebook's; each verdict is asserted by an executed
+    cell in the notebook that the ledger links to."""
     readme = (ROOT / "README.md").read_text()
     ledger = readme[readme.index("## The claims ledger"):readme.index("## The package")]
-    museum, shown = _ledger_verdicts(section), _ledger_verdicts(ledger)
-    assert sorted(museum) == list(range(1, 11)) and shown == museum
+    reference, shown = _ledger_verdicts(_reference_ledger()), _ledger_verdicts(ledger)
+    assert sorted(reference) == list(range(1, 11)) and shown == reference
     allowed = {"holds", "holds with a caveat", "outdated", "wrong"}
-    assert set(museum.values()) <= allowed, set(museum.values()) - allowed
+    assert set(reference.values()) <= allowed, set(reference.values()) - allowed
+
+
+@pytest.mark.parametrize("where", ["readme", "reference"])
+def test_every_ledger_row_links_to_existing_notebooks(where):
+    text = (ROOT / "README.md").read_text() if where == "readme" else _reference_ledger()
+    if where == "readme":
+        text = text[text.index("## The claims ledger"):text.index("## The package")]
+    names = {p.name for p in NOTEBOOKS}
+    for line in text.splitlines():
+        if re.match(r"\|\s*\d+\s*\|", line):
+            links = re.findall(r"\]\((?:notebooks/)?(\d\d_[\w]+\.ipynb)[)#]", line)
+            assert links, f"a ledger row names no notebook: {line[:80]}"
+            assert set(links) <= names, f"a ledger row links to a missing notebook: {set(links) - names}"
+
+
+def test_readme_notebook_table_follows_the_sequence():
+    """The README lists the notebooks in their order, under the core path, topics and appendix."""
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("## The notebooks"):readme.index("## The claims ledger")]
+    listed = re.findall(r"\(notebooks/(\d\d_\w+\.ipynb)\)", table)
+    assert listed == [p.name for p in NOTEBOOKS]
+    for part in ("Core path", "Topic", "Appendix"):
+        assert part.lower() in table.lower(), f"the README's notebook table has no '{part}' part"
+
+
+# --- The learner-first bounds (issue 11): short notebooks, short cells, checkers in modules. ---
+MAX_WORDS, MAX_CELLS, MAX_CODE_LINES, MAX_TOTAL_WORDS = 2000, 40, 25, 24000
+
+
+def _markdown_words(cell) -> int:
+    """Words as a reader counts them: HTML tags dropped, code spans and maths included."""
+    return len(re.sub(r"<[^>]+>", " ", "".join(cell["source"])).split())
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_stays_within_the_size_bounds(path):
+    cells = json.loads(path.read_text())["cells"]
+    words = sum(_markdown_words(c) for c in cells if c["cell_type"] == "markdown")
+    assert len(cells) <= MAX_CELLS, f"{path.name} has {len(cells)} cells (at most {MAX_CELLS})"
+    assert words <= MAX_WORDS, f"{path.name} has {words} markdown words (at most {MAX_WORDS})"
+    for index, cell in enumerate(cells):
+        if cell["cell_type"] == "code":
+            lines = [line for line in "".join(cell["source"]).splitlines() if line.strip()]
+            assert len(lines) <= MAX_CODE_LINES, (
+                f"{path.name} cell {index} has {len(lines)} code lines (at most {MAX_CODE_LINES}): "
+                "move helpers into gradlab or notebooks/exercises")
+
+
+def test_the_whole_workbook_stays_within_its_word_budget():
+    total = sum(_markdown_words(c) for p in NOTEBOOKS for c in json.loads(p.read_text())["cells"]
+                if c["cell_type"] == "markdown")
+    assert total <= MAX_TOTAL_WORDS, f"the workbook has {total} markdown words (at most {MAX_TOTAL_WORDS})"
+
+
+def test_the_learner_writes_a_custom_gradient_first():
+    """The modern mechanism comes first: notebook 00 defines a tf.custom_gradient before any gradlab op."""
+    cells = json.loads((ROOT / "notebooks" / "00_start_here.ipynb").read_text())["cells"]
+    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    first_custom = next(i for i, s in enumerate(code) if "@tf.custom_gradient" in s)
+    first_op = next(i for i, s in enumerate(code) if re.search(r"gradlab\.(scale|clip|map)_gradient\(", s))
+    assert first_custom < first_op
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_exercise_checks_live_in_modules(path):
+    """A notebook shows the call to its self-check, not the checker; no answer sits in plain view."""
+    cells = json.loads(path.read_text())["cells"]
+    for index, cell in enumerate(cells):
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "code":
+            assert not re.search(r"^def check_exercise", source, re.M), (
+                f"{path.name} cell {index} defines a checker inline: move it to notebooks/exercises/")
+        else:
+            assert not re.search(r"<details><summary>Solution", source), (
+                f"{path.name} cell {index} shows a solution in markdown: store it in a hidden solution cell")
+    uses = [m for c in cells if c["cell_type"] == "code"
+            for m in re.findall(r"from exercises\.(\w+) import", "".join(c["source"]))]
+    assert uses, f"{path.name} imports no self-checks from notebooks/exercises/"
+    for module in set(uses):
+        assert (ROOT / "notebooks" / "exercises" / f"{module}.py").exists()
+        assert (ROOT / "tests" / f"test_exercises_{module}.py").exists(), f"exercises/{module}.py has no tests"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_legacy_tf1_code_lives_in_the_appendix(path):
+    """TF1 graph-mode APIs run in the legacy appendix, or in a cell labelled LEGACY."""
+    if path.name.startswith("10_"):
+        title = "".join(json.loads(path.read_text())["cells"][0]["source"])
+        assert "legacy" in title.lower() and "appendix" in title.lower()
+        return
+    for index, cell in enumerate(json.loads(path.read_text())["cells"]):
+        source = "".join(cell["source"])
+        for api in ("tf.compat.v1", "gradient_override_map", "tf.RegisterGradient"):
+            if cell["cell_type"] == "code" and api in source:
+                # Elsewhere a legacy call is a labelled one-cell comparison, never a recipe to copy.
+                assert "legacy" in source.lower(), f"{path.name} cell {index} runs {api} without a LEGACY label"

@@ -1,0 +1,92 @@
+"""Self-checks for notebook 11 (appendix: reference)."""
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["check_exercise_1", "check_exercise_2"]
+
+_X = tf.constant([-2.0, -0.5, 0.0, 0.25, 1.5])
+_DY = tf.constant([3.0, -2.0, 0.5, 4.0, 1.0])
+
+
+def _run(binarize, compiled: bool):
+    def value_and_gradient(x, dy):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = binarize(x)
+        return y, tape.gradient(y, x, output_gradients=dy)
+
+    fn = tf.function(value_and_gradient) if compiled else value_and_gradient
+    return fn(_X, _DY)
+
+
+def check_exercise_1(binarize) -> bool:
+    """Checks that ``binarize`` has the value sign(x) and sends ``dy`` back where |x| <= 1.
+
+    Tested eagerly and inside ``tf.function`` under an upstream gradient that is not 1, so that a
+    ``grad`` that forgets ``dy`` and a call by keyword (which bypasses ``tf.custom_gradient``
+    eagerly and raises inside ``tf.function``) are both caught.
+    """
+    expected_y = np.sign(_X.numpy())
+    expected_grad = _DY.numpy() * (np.abs(_X.numpy()) <= 1.0)
+    for mode, compiled in (("eagerly", False), ("inside tf.function", True)):
+        try:
+            y, grad = _run(binarize, compiled)
+        except Exception as error:  # a learner's code may raise anything; report it, never crash
+            hint = (" Calling a tf.custom_gradient function with a keyword argument raises inside "
+                    "tf.function: pass tensors positionally." if "keyword" in str(error).lower() else "")
+            print(f"Not yet: {mode}, binarize raised {type(error).__name__}: {str(error)[:200]}.{hint}")
+            return False
+        if y is None or not np.array_equal(np.asarray(y), expected_y):
+            print(f"Not yet: {mode}, the value should be sign(x) = {expected_y}; got {None if y is None else np.asarray(y)}.")
+            return False
+        if grad is None:
+            print(f"Not yet: {mode}, no gradient reaches x (tape.gradient returned None).")
+            return False
+        grad = np.asarray(grad)
+        if np.array_equal(grad, np.ones_like(grad) * (grad != 0)) or np.allclose(grad, 0.0):
+            print(f"Not yet: {mode}, the gradient is {grad}, but should be dy where |x| <= 1, that is "
+                  f"{expected_grad}. The upstream gradient must flow through: is the custom gradient used, "
+                  "and does grad multiply by dy?")
+            return False
+        if not np.allclose(grad, expected_grad):
+            print(f"Not yet: {mode}, the gradient is {grad}; expected dy where |x| <= 1: {expected_grad}. "
+                  "Does grad multiply by dy?")
+            return False
+    print(f"Correct! sign(x) forward, and dy passes where |x| <= 1 ({expected_grad}), eagerly and in tf.function.")
+    return True
+
+
+def check_exercise_2(make_step) -> bool:
+    """Checks that ``make_step(5.0)`` returns ``(step, set_factor)`` whose factor stays live.
+
+    ``step(t)`` must return the gradient of ``scale_gradient(t, factor)``; after ``set_factor(0.5)``
+    the next call must use 0.5, without tracing ``step`` again.
+    """
+    try:
+        step, set_factor = make_step(5.0)
+        x = tf.constant(2.0)
+        before = float(step(x))
+        set_factor(0.5)
+        after = float(step(x))
+    except Exception as error:  # report, never crash the learner's kernel
+        print(f"Not yet: make_step raised {type(error).__name__}: {str(error)[:200]}")
+        return False
+    if before != 5.0:
+        print(f"Not yet: with factor 5 the gradient should be 5.0; got {before}.")
+        return False
+    if after == 5.0:
+        print("Not yet: after set_factor(0.5) the gradient is still 5.0. The tf.function read the Python "
+              "number once, while tracing. Keep the factor in a tf.Variable and assign to it.")
+        return False
+    if after != 0.5:
+        print(f"Not yet: after set_factor(0.5) the gradient should be 0.5; got {after}.")
+        return False
+    traces = getattr(step, "experimental_get_tracing_count", lambda: 1)()
+    if traces > 1:
+        print(f"Not yet: the gradient follows the factor, but step was traced {traces} times: "
+              "a variable avoids retracing.")
+        return False
+    print("Correct! The factor is read when the gradient is computed: 5.0, then 0.5, with one trace.")
+    return True

@@ -1,0 +1,109 @@
+"""Self-checks for notebook 00 (start here)."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import tensorflow as tf
+
+import gradlab
+
+__all__ = ["check_exercise_1", "check_exercise_2"]
+
+# -0.0 is in the grid on purpose: `x + 0.0` turns it into +0.0, so only a bitwise identity passes.
+_X = tf.constant([0.5, -1.0, 2.0, -0.0, 3.0])
+_DY = tf.constant([0.1, -0.2, 0.5, -2.0, 0.02])
+#: (factor, bound) settings; the first makes "clip, then scale" and "scale, then clip" differ.
+_SETTINGS = ((3.0, 1.0), (-2.0, 0.5))
+
+
+def _bits(values) -> np.ndarray:
+    return np.asarray(values, dtype=np.float32).view(np.uint32)
+
+
+def _forward_and_gradient(scale_and_clip, factor, bound):
+    with tf.GradientTape() as tape:
+        tape.watch(_X)
+        y = scale_and_clip(_X, factor, bound)
+        y = None if y is None else tf.convert_to_tensor(y, dtype=tf.float32)
+    gradient = None if y is None else tape.gradient(y, _X, output_gradients=_DY)
+    return y, gradient
+
+
+def check_exercise_1(scale_and_clip) -> bool:
+    """Checks ``scale_and_clip(x, factor, bound)``: forward ``x`` bitwise, gradient ``clip(factor·dy)``.
+
+    The upstream gradient ``dy`` is chosen (not 1), so a ``grad`` that ignores ``dy`` is caught, and
+    so is the wrong order ``factor · clip(dy)``. Never raises: a failing answer prints what to fix.
+    """
+    for factor, bound in _SETTINGS:
+        try:
+            y, gradient = _forward_and_gradient(scale_and_clip, factor, bound)
+        except Exception as error:  # a learner's code may raise anything: report it, never crash
+            print(f"Not yet: scale_and_clip(x, {factor}, {bound}) raised "
+                  f"{type(error).__name__}: {str(error)[:200]}")
+            return False
+        if y is None:
+            print("Not yet: scale_and_clip returned None. Return op(x), the value of your custom op.")
+            return False
+        if y.shape != _X.shape or not np.array_equal(_bits(y), _bits(_X)):
+            print(f"Not yet: the forward value changed. For x = {_X.numpy()} you return {y.numpy()}; "
+                  "it must be x, bit for bit (return tf.identity(x) as the value).")
+            return False
+        if gradient is None:
+            print("Not yet: no gradient reaches x (tape.gradient returned None). Return the "
+                  "custom op's value, with its grad, and do not cut the path with tf.stop_gradient.")
+            return False
+        got = gradient.numpy()
+        dy = _DY.numpy()
+        expected = np.clip(np.float32(factor) * dy, -bound, bound)
+        if np.allclose(got, expected, rtol=1e-6, atol=0.0):
+            continue
+        if np.allclose(got, dy):
+            hint = "your grad returns dy unchanged (the starting point): apply the rule to it."
+        elif np.allclose(got, np.float32(factor) * np.clip(dy, -bound, bound)):
+            hint = ("you clipped first, then scaled, so the result can leave [-bound, bound]. "
+                    "Scale dy first, then clip.")
+        elif np.allclose(got, np.clip(np.full_like(dy, factor), -bound, bound)):
+            hint = "your grad ignores dy: the rule must be applied to the upstream gradient dy."
+        else:
+            hint = "the backward rule is clip(factor * dy, -bound, bound)."
+        print(f"Not yet: with factor={factor}, bound={bound} and upstream dy = {dy}, x receives "
+              f"{got}; expected {expected}. Hint: {hint}")
+        return False
+    print("Correct! The forward value is x, bit for bit, and x receives clip(factor * dy, -bound, "
+          "bound) for every setting tried.")
+    return True
+
+
+def check_exercise_2(your_answer) -> bool:
+    """Checks a prediction of dy/dx at x = 0 for ``y = gradlab.clip_gradient(2 sin x, -1, 1)``."""
+    if your_answer is None:
+        print("Not yet: set your_answer to a number first.")
+        return False
+    if isinstance(your_answer, (bool, np.bool_)) or not isinstance(your_answer, (numbers.Real, np.ndarray, tf.Tensor)):
+        print(f"Not yet: your_answer should be a number, e.g. 0.5; got {type(your_answer).__name__} "
+              f"{your_answer!r}.")
+        return False
+    try:
+        answer = float(your_answer)
+    except (TypeError, ValueError):
+        print(f"Not yet: your_answer should be one number; got {your_answer!r}.")
+        return False
+    x = tf.constant(0.0)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = gradlab.clip_gradient(2.0 * tf.sin(x), -1.0, 1.0)
+    truth = float(tape.gradient(y, x))
+    if np.isclose(answer, truth):
+        print(f"Correct! dy/dx = {truth:.1f}. The clip is the last op, so the first gradient it sees "
+              "is the starting dy/dy = 1.0,\nalready inside [-1, 1]: it passes unchanged, and "
+              "2 sin(x) then multiplies it by 2 cos(0) = 2.")
+        return True
+    if np.isclose(answer, 1.0):
+        print("Not yet: 1.0 is the answer when the clip sits on x, before sin (the plot of section 7). "
+              "Here it sits after sin.\nWhich upstream gradient reaches it first in the backward pass?")
+    else:
+        print(f"Not yet: {answer} is not it. Follow the backward pass from y: what reaches the clip, "
+              "and what does 2 sin(x) do to it?")
+    return False

@@ -1,0 +1,145 @@
+"""Self-checks for notebook 02 (stop_gradient and straight-through estimators).
+
+Each check runs the learner's function, never raises on a wrong answer, prints "Correct! ..." or
+"Not yet: ..." saying what to fix, and returns True or False.
+"""
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["check_exercise_1", "check_exercise_2", "quantize"]
+
+CASES = ("flows", "none", "missing")
+
+
+def quantize(t, bits: int = 4):
+    """The notebook's k-bit quantizer on [-1, 1]: round(clip(t, -1, 1) * s) / s, s = (2**bits - 1) / 2."""
+    s = (2 ** bits - 1) / 2
+    return tf.round(tf.clip_by_value(t, -1.0, 1.0) * s) / s
+
+
+def _image(t):
+    return tf.reshape(t, [1, 2, 2, 1])
+
+
+# (label shown to the learner, function, input). None of them is the notebook's own example.
+_OPS = (
+    ("tf.tanh", tf.tanh, [0.3, -1.2, 2.0, 0.5]),
+    ("tf.sign", tf.sign, [0.3, -1.2, 2.0, 0.5]),
+    ("tf.math.ceil", tf.math.ceil, [0.3, -1.2, 2.0, 0.5]),
+    ("tf.math.rint", tf.math.rint, [0.3, -1.2, 2.0, 0.5]),
+    ("tf.image.resize(..., method='area')",
+     lambda t: tf.image.resize(_image(t), [1, 1], method="area"), [0.3, -1.2, 2.0, 0.5]),
+    ("tf.abs", tf.abs, [0.3, -1.2, 2.0, 0.5]),
+)
+
+
+def _truth(fn, x) -> str:
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = fn(x)
+    try:
+        gradient = tape.gradient(y, x)
+    except LookupError:
+        return "missing"
+    return "none" if gradient is None else "flows"
+
+
+_WHY = {
+    "flows": "tape.gradient returns a tensor for it (perhaps all zeros, like tf.sign's): say 'flows'",
+    "none": "its op registers a gradient that returns None, so tape.gradient returns None: say 'none'",
+    "missing": ("its op registers no gradient at all, so tape.gradient raises LookupError: catch it "
+                "and say 'missing'"),
+}
+
+
+def check_exercise_1(gradient_case) -> bool:
+    """Checks ``gradient_case(fn, x)``, which must return 'flows', 'none' or 'missing'.
+
+    'flows': ``tape.gradient`` returns a tensor (zeros count); 'none': it returns None (the op's
+    registered gradient returns None); 'missing': it raises LookupError (no gradient registered).
+    The truth is found by running each op, on ops the notebook does not show.
+    """
+    for name, fn, values in _OPS:
+        x = tf.constant(values)
+        truth = _truth(fn, x)
+        try:
+            answer = gradient_case(fn, x)
+        except LookupError as error:
+            print(f"Not yet: for {name} your function raised LookupError ({str(error)[:80]}). "
+                  f"{_WHY['missing'][0].upper() + _WHY['missing'][1:]}.")
+            return False
+        except Exception as error:  # a learner's code may raise anything; report it, never crash
+            print(f"Not yet: for {name} your function raised {type(error).__name__}: {str(error)[:200]}")
+            return False
+        if answer not in CASES:
+            print(f"Not yet: for {name} your function returned {answer!r}; return one of {CASES}.")
+            return False
+        if answer != truth:
+            print(f"Not yet: for {name} you return {answer!r}, but {_WHY[truth]}.")
+            return False
+    names = ", ".join(f"{name}: {_truth(fn, tf.constant(values))}" for name, fn, values in _OPS)
+    print(f"Correct! {names}.")
+    return True
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return np.asarray(a, np.float32).view(np.uint32)
+
+
+def check_exercise_2(ste) -> bool:
+    """Checks ``ste(x)``: value bitwise ``quantize(x)``, gradient ``dy`` where |x| <= 1 and 0 outside.
+
+    Run on 100,000 seeded inputs (normal times 3) with an upstream gradient ``dy`` that is not 1,
+    so that a value off by one ulp or a zero of the wrong sign, the identity's gradient, and a
+    ``grad`` that forgets ``dy`` are all caught.
+    """
+    rng = np.random.default_rng(2)
+    x = tf.constant(rng.standard_normal(100_000).astype(np.float32) * 3.0)
+    dy = tf.constant(rng.uniform(0.5, 2.0, 100_000).astype(np.float32))
+    try:
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = ste(x)
+            y = None if y is None else tf.convert_to_tensor(y, tf.float32)
+        gradient = None if y is None else tape.gradient(y, x, output_gradients=dy)
+    except Exception as error:  # report, never crash the learner's kernel
+        print(f"Not yet: your function raised {type(error).__name__}: {str(error)[:200]}")
+        return False
+    if y is None or y.shape != x.shape:
+        print(f"Not yet: return a tensor of x's shape {x.shape}; got {None if y is None else y.shape}.")
+        return False
+    exact, value = quantize(x).numpy(), y.numpy()
+    differ = _bits(value) != _bits(exact)
+    if differ.any():
+        zeros = int(np.sum(differ & (value == 0) & (exact == 0)))
+        numbers = int(differ.sum()) - zeros
+        parts = [f"{numbers:,d} different numbers (by up to {np.abs(value - exact).max():.3g})"] if numbers else []
+        parts += [f"{zeros:,d} zeros of the wrong sign (-0.0 versus +0.0)"] if zeros else []
+        print(f"Not yet: {int(differ.sum()):,d} of 100,000 bit patterns differ from quantize(x): "
+              f"{' and '.join(parts)}. If you wrote b + tf.stop_gradient(f - b): it rounds (see the Deep "
+              "dive). Return the tensor f(x) itself as the value.")
+        return False
+    if gradient is None:
+        print("Not yet: the value is exact, but no gradient reaches x (None). Which term carries it?")
+        return False
+    gradient = gradient.numpy()
+    inside = np.abs(x.numpy()) <= 1.0
+    expected = np.where(inside, dy.numpy(), 0.0).astype(np.float32)
+    if np.array_equal(gradient, expected):
+        print("Correct! All 100,000 values are bitwise quantize(x), and dy passes only where |x| <= 1.")
+        return True
+    if np.array_equal(gradient, dy.numpy()):
+        print("Not yet: the gradient is dy everywhere, the identity's (as with tf.grad_pass_through). "
+              "The saturating STE sends 0 where |x| > 1: use the hard tanh as the backward function.")
+    elif np.array_equal(gradient, inside.astype(np.float32)):
+        print("Not yet: the gradient is 1 where |x| <= 1, whatever dy is: does your grad multiply by dy? "
+              "(notebook 01)")
+    elif not gradient.any():
+        print("Not yet: the gradient is all zeros. It must come from the backward function, the hard tanh.")
+    else:
+        wrong = int(np.sum(gradient != expected))
+        print(f"Not yet: the gradient is wrong at {wrong:,d} of 100,000 inputs; expected dy where "
+              "|x| <= 1 and 0 outside, the hard tanh's gradient times dy.")
+    return False

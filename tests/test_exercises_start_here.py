@@ -1,0 +1,80 @@
+"""The self-checks of notebook 00 (exercises/start_here.py) accept the answers and explain mistakes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import gradlab
+from exercises.start_here import check_exercise_1, check_exercise_2
+
+
+def custom_op(rule, forward=tf.identity):
+    """scale_and_clip(x, factor, bound) built from a backward rule(dy, factor, bound)."""
+    def scale_and_clip(x, factor, bound):
+        @tf.custom_gradient
+        def op(x):
+            def grad(dy):
+                return rule(dy, factor, bound)
+            return forward(x), grad
+        return op(x)
+    return scale_and_clip
+
+
+RIGHT = custom_op(lambda dy, f, b: tf.clip_by_value(f * dy, -b, b))
+
+
+def test_exercise_1_accepts_the_solution(capsys):
+    assert check_exercise_1(RIGHT) is True
+    assert capsys.readouterr().out.startswith("Correct!")
+
+
+def test_exercise_1_accepts_gradlab_ops_chained():
+    def packaged(x, factor, bound):
+        return gradlab.scale_gradient(gradlab.clip_gradient(x, -bound, bound), factor)
+    assert check_exercise_1(packaged) is True
+
+
+@pytest.mark.parametrize("answer, message", [
+    (custom_op(lambda dy, f, b: dy), "returns dy unchanged"),                                  # the starting point
+    (custom_op(lambda dy, f, b: f * tf.clip_by_value(dy, -b, b)), "clipped first, then scaled"),
+    (custom_op(lambda dy, f, b: tf.clip_by_value(f * tf.ones_like(dy), -b, b)), "ignores dy"),
+    (custom_op(lambda dy, f, b: f * dy), "clip(factor * dy, -bound, bound)"),
+    (custom_op(lambda dy, f, b: tf.clip_by_value(f * dy, -b, b), forward=lambda x: x + 0.0), "bit for bit"),
+    (custom_op(lambda dy, f, b: tf.clip_by_value(f * dy, -b, b), forward=lambda x: 2.0 * x), "forward value changed"),
+    (lambda x, factor, bound: tf.stop_gradient(x), "no gradient reaches x"),
+    (lambda x, factor, bound: None, "returned None"),
+])
+def test_exercise_1_explains_typical_mistakes(answer, message, capsys):
+    assert check_exercise_1(answer) is False
+    out = capsys.readouterr().out
+    assert out.startswith("Not yet") and message in out
+
+
+def test_exercise_1_does_not_crash_on_a_raising_answer(capsys):
+    assert check_exercise_1(lambda x, factor, bound: 1 / 0) is False
+    assert "ZeroDivisionError" in capsys.readouterr().out
+    assert check_exercise_1(lambda x: x) is False  # wrong signature
+    assert "TypeError" in capsys.readouterr().out
+    assert check_exercise_1(custom_op(lambda dy, f, b: (dy, dy))) is False  # grad returns too much
+    assert capsys.readouterr().out.startswith("Not yet")
+
+
+@pytest.mark.parametrize("answer", [2.0, 2, np.float32(2.0), tf.constant(2.0)])
+def test_exercise_2_accepts_the_prediction(answer, capsys):
+    assert check_exercise_2(answer) is True
+    assert capsys.readouterr().out.startswith("Correct! dy/dx = 2.0")
+
+
+@pytest.mark.parametrize("answer, message", [
+    (None, "set your_answer"),
+    (1.0, "clip sits on x"),
+    (0.5, "Follow the backward pass"),
+    ("2", "should be a number"),
+    (True, "should be a number"),
+    (np.array([1.0, 2.0]), "one number"),
+])
+def test_exercise_2_explains_wrong_predictions(answer, message, capsys):
+    assert check_exercise_2(answer) is False
+    out = capsys.readouterr().out
+    assert out.startswith("Not yet") and message in out

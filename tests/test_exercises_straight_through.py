@@ -1,0 +1,121 @@
+"""The self-checks of notebook 02 (exercises/straight_through.py) accept the answers and explain mistakes."""
+from __future__ import annotations
+
+import tensorflow as tf
+
+import gradlab
+from exercises.straight_through import check_exercise_1, check_exercise_2, quantize
+
+
+def _gradient_of(fn, x):
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = fn(x)
+    return tape.gradient(y, x)
+
+
+def _right_case(fn, x):
+    try:
+        gradient = _gradient_of(fn, x)
+    except LookupError:
+        return "missing"
+    return "none" if gradient is None else "flows"
+
+
+def _starting_point(fn, x):
+    _gradient_of(fn, x)
+    return "flows"
+
+
+def _uncaught(fn, x):
+    return "none" if _gradient_of(fn, x) is None else "flows"
+
+
+def _zeros_as_none(fn, x):
+    case = _right_case(fn, x)
+    if case == "flows" and not tf.reduce_any(_gradient_of(fn, x) != 0):
+        return "none"
+    return case
+
+
+def test_exercise_1_accepts_the_three_cases(capsys):
+    assert check_exercise_1(_right_case) is True
+    out = capsys.readouterr().out
+    assert out.startswith("Correct!") and "missing" in out and "none" in out
+
+
+def test_exercise_1_rejects_the_starting_point(capsys):
+    assert check_exercise_1(_starting_point) is False
+    out = capsys.readouterr().out
+    assert out.startswith("Not yet") and "returns None" in out
+
+
+def test_exercise_1_explains_an_uncaught_lookup_error(capsys):
+    assert check_exercise_1(_uncaught) is False
+    out = capsys.readouterr().out
+    assert "LookupError" in out and "catch it" in out
+
+
+def test_exercise_1_says_zeros_still_flow(capsys):
+    assert check_exercise_1(_zeros_as_none) is False
+    assert "zeros" in capsys.readouterr().out
+
+
+def test_exercise_1_survives_bad_answers(capsys):
+    assert check_exercise_1(lambda fn, x: 1 / 0) is False
+    assert "ZeroDivisionError" in capsys.readouterr().out
+    assert check_exercise_1(lambda fn, x: None) is False
+    assert "one of" in capsys.readouterr().out
+
+
+def _hard_tanh(t):
+    return tf.clip_by_value(t, -1.0, 1.0)
+
+
+def test_exercise_2_accepts_straight_through_with_the_hard_tanh(capsys):
+    assert check_exercise_2(lambda x: gradlab.straight_through(quantize(x), _hard_tanh(x))) is True
+    assert capsys.readouterr().out.startswith("Correct!")
+
+
+def test_exercise_2_accepts_a_custom_gradient(capsys):
+    @tf.custom_gradient
+    def ste(x):
+        return quantize(x), lambda dy: dy * tf.cast(tf.abs(x) <= 1.0, x.dtype)
+
+    assert check_exercise_2(ste) is True
+    assert capsys.readouterr().out.startswith("Correct!")
+
+
+def test_exercise_2_counts_the_tricks_signed_zeros(capsys):
+    starting_point = lambda x: _hard_tanh(x) + tf.stop_gradient(quantize(x) - _hard_tanh(x))  # noqa: E731
+    assert check_exercise_2(starting_point) is False
+    out = capsys.readouterr().out
+    assert "zeros of the wrong sign" in out and "different numbers" not in out
+
+
+def test_exercise_2_counts_the_identity_tricks_rounding(capsys):
+    assert check_exercise_2(lambda x: x + tf.stop_gradient(quantize(x) - x)) is False
+    assert "different numbers (by up to 1.19e-07)" in capsys.readouterr().out
+
+
+def test_exercise_2_rejects_the_identity_gradient(capsys):
+    assert check_exercise_2(tf.grad_pass_through(quantize)) is False
+    assert "hard tanh" in capsys.readouterr().out
+
+
+def test_exercise_2_catches_a_grad_that_forgets_dy(capsys):
+    @tf.custom_gradient
+    def ste(x):
+        return quantize(x), lambda dy: tf.cast(tf.abs(x) <= 1.0, x.dtype)
+
+    assert check_exercise_2(ste) is False
+    assert "multiply by dy" in capsys.readouterr().out
+
+
+def test_exercise_2_reports_no_gradient_and_bad_answers(capsys):
+    assert check_exercise_2(quantize) is False                    # tf.round's gradient is None
+    assert "no gradient" in capsys.readouterr().out
+    assert check_exercise_2(lambda x: None) is False
+    assert "shape" in capsys.readouterr().out
+    assert check_exercise_2(lambda x: 1 / 0) is False
+    assert "ZeroDivisionError" in capsys.readouterr().out
