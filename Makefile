@@ -21,13 +21,14 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # JupyterLab refuses to run as root unless told to.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab lint test test-notebooks test-library install execute bench bench-explorer clean help
+.PHONY: lab lint test test-notebooks test-library install execute book bench bench-explorer clean help
 
 help:
 	@echo "make lab    - install (once) and start JupyterLab on notebooks/ at 127.0.0.1"
 	@echo "make test   - install (once) and run the whole suite: ruff, gradlab's tests + nbval on every notebook"
 	@echo "make test-library - gradlab's unit tests from its wheel, on the oldest supported and the pinned TensorFlow"
 	@echo "make execute [NB=notebooks/NN_name.ipynb] - re-run notebooks in place (maintainers)"
+	@echo "make book   - build the static site (build/book/index.html) from the notebooks as stored, with the API reference"
 	@echo "make bench  - what each technique costs: training-step ratios to a baseline, import cost, notebook times"
 	@echo "make bench-explorer - slider-to-redraw latency of the explorers, in the kernel and in a real browser"
 	@echo "make clean  - remove .venv and caches"
@@ -88,6 +89,16 @@ execute: install
 
 # Benchmarks are never part of the test suite. BENCH_ARGS='--quick' gives a shorter run.
 BENCH_ARGS ?=
+# The book: Sphinx + MyST-NB from the stored notebooks (docs/conf.py, tools/build_book.py). Its tools
+# are pinned in docs/requirements.txt and installed once into .venv, constrained by the workbook's pins.
+BOOK_STAMP := $(VENV)/.gradlab-book-installed
+$(BOOK_STAMP): docs/requirements.txt $(STAMP)
+	$(UV) pip install --quiet --python $(PY) -r docs/requirements.txt -c requirements.txt
+	@touch $(BOOK_STAMP)
+
+book: $(BOOK_STAMP)
+	$(PY) tools/build_book.py
+
 bench: install
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 

@@ -96,6 +96,6 @@ def check_exercise_2(jvp_by_transposing) -> bool:
     except Exception as error:  # the answer passed the real cases; this one is only shown
         transposed = _first_line(error)
     print("Correct! Transposing the VJP by hand gives a JVP that respects every linear rule, including\n"
-          "scale_gradient, which tf.autodiff.ForwardAccumulator ignores (section 6).\n"
+          "scale_gradient, which tf.autodiff.ForwardAccumulator ignores (section 7).\n"
           f"The source's non_differentiable rule (ignores dy), transposed: {transposed}")
     return True

@@ -1,0 +1,54 @@
+"""Sphinx configuration of the gradlab book (`make book`; see tools/build_book.py).
+
+The book is built from a staging folder (build/book-src) that tools/build_book.py fills with the
+README (as the landing page), the notebooks as stored, the API reference and a table of contents.
+Notebooks are never executed here: strict nbval already keeps their stored outputs current.
+"""
+import os
+
+project = "gradlab"
+author = "the gradlab developers"
+copyright = "the gradlab developers, Apache-2.0"  # noqa: A001 (Sphinx's name)
+REPOSITORY = "https://github.com/gradlab/gradlab"
+
+extensions = [
+    "myst_nb",                # notebooks and Markdown (MyST)
+    "sphinx.ext.autodoc",     # the API reference, from gradlab's docstrings
+    "sphinx.ext.napoleon",    # Google-style Args/Returns/Raises sections
+    "sphinx.ext.mathjax",
+    "sphinx-mathjax-offline",  # MathJax 3 copied into the site: the maths renders with no CDN
+]
+root_doc = "index"
+exclude_patterns = ["_build", "**.ipynb_checkpoints"]
+suppress_warnings = ["myst.header"]  # the README starts at a level-1 heading, its sections at level 2
+
+# Notebooks as stored: no execution, widget views without stored state are not rendered (each
+# explorer is followed by its static snapshot, which the book shows).
+nb_execution_mode = "off"
+nb_merge_streams = True
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
+myst_heading_anchors = 3
+
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
+
+html_theme = "sphinx_book_theme"
+html_title = "gradlab"
+html_copy_source = False
+html_show_sourcelink = False
+html_theme_options = {
+    "repository_url": REPOSITORY,
+    "repository_branch": "main",
+    "path_to_docs": "",                 # staged paths equal repository paths (notebooks/NN_name.ipynb)
+    "use_repository_button": True,
+    "use_source_button": True,          # "view source" of each page on GitHub
+    "launch_buttons": {"binderhub_url": "https://mybinder.org", "notebook_interface": "jupyterlab"},
+    "show_navbar_depth": 1,
+    "home_page_in_toc": True,
+}
+
+# TensorFlow is imported by autodoc: keep its start-up quiet.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
