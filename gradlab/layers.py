@@ -18,7 +18,7 @@ import keras
 from gradlab import _validation as v
 from gradlab import ops
 
-__all__ = ["ScaleGradient", "ClipGradient", "ClipGradientNorm", "GradientReversal"]
+__all__ = ["ScaleGradient", "ClipGradient", "ClipGradientNorm", "GradientReversal", "ReLUGradient", "with_relu_gradient"]
 
 
 def _number(value, name: str, *, positive: bool = False) -> float:
@@ -160,3 +160,164 @@ class GradientReversal(_GradientLayer):
 
     def get_config(self):
         return {**super().get_config(), "factor": self.factor}
+
+
+# --- Changing what ReLU sends back, in a model you did not write ------------------------------
+
+_RELU_RULES = ("relu", "guided", "deconvnet", "leaky")
+
+
+def _relu_rule(rule: str, alpha: float):
+    """The backward rule ``(x, dy) -> dL/dx`` of a ReLU whose forward pass stays ``max(x, 0)``."""
+    import tensorflow as tf
+
+    def backward(x, dy):
+        dy = tf.convert_to_tensor(dy)    # an IndexedSlices upstream (tf.gather) is summed first
+        zero = tf.zeros_like(dy)
+        if rule == "relu":           # the true derivative: dy where x > 0
+            return tf.where(x > 0, dy, zero)
+        if rule == "guided":         # guided backpropagation: also only positive dy
+            return tf.where((x > 0) & (dy > 0), dy, zero)
+        if rule == "deconvnet":      # the deconvnet rule: ReLU applied to dy, whatever x was
+            return tf.nn.relu(dy)
+        return tf.where(x > 0, dy, tf.cast(alpha, dy.dtype) * dy)        # leaky gradient
+
+    def relu(x):
+        @tf.custom_gradient
+        def _relu(t):
+            return tf.nn.relu(t), lambda dy: backward(t, dy)
+        return _relu(x)
+
+    return relu
+
+
+def _check_rule(rule, alpha) -> float:
+    if not isinstance(rule, str):
+        raise TypeError(f"rule must be one of {', '.join(map(repr, _RELU_RULES))}; got {v._describe(rule)}.")
+    if rule not in _RELU_RULES:
+        raise ValueError(f"rule must be one of {', '.join(map(repr, _RELU_RULES))}; got {rule!r}.")
+    return _number(alpha, "alpha")
+
+
+@keras.saving.register_keras_serializable(package="gradlab")
+class ReLUGradient(keras.layers.Layer):
+    """A ReLU, ``max(x, 0)``, whose backward pass follows ``rule`` (forward bitwise ``keras.layers.ReLU()``).
+
+    ::
+
+        forward:   y = max(x, 0)
+        backward:  "relu":      dL/dx = dy · 1[x > 0]          (the true derivative)
+                   "guided":    dL/dx = dy · 1[x > 0] · 1[dy > 0]
+                   "deconvnet": dL/dx = max(dy, 0)
+                   "leaky":     dL/dx = dy · (1 if x > 0 else alpha)
+
+    Args:
+      rule: one of ``"relu"``, ``"guided"``, ``"deconvnet"``, ``"leaky"``.
+      alpha: the slope of the leaky gradient where ``x <= 0`` (used by ``"leaky"`` only).
+      **kwargs: standard Keras layer arguments.
+
+    Example:
+      >>> import tensorflow as tf, gradlab
+      >>> x = tf.constant([-1.0, 2.0])
+      >>> with tf.GradientTape() as tape:
+      ...     tape.watch(x)
+      ...     y = gradlab.layers.ReLUGradient("leaky", alpha=0.1)(x)
+      >>> tape.gradient(y, x).numpy()
+      array([0.1, 1. ], dtype=float32)
+    """
+
+    def __init__(self, rule: str = "guided", alpha: float = 0.01, **kwargs):
+        super().__init__(**kwargs)
+        self.alpha = _check_rule(rule, alpha)
+        self.rule = rule
+        self._relu = _relu_rule(rule, self.alpha)
+        self.supports_masking = True
+
+    def call(self, inputs):
+        return self._relu(inputs)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "rule": self.rule, "alpha": self.alpha}
+
+
+def _is_plain_relu_layer(layer) -> bool:
+    if isinstance(layer, keras.layers.ReLU):
+        config = layer.get_config()
+        if config.get("max_value") is not None or config.get("negative_slope", 0.0) or config.get("threshold", 0.0):
+            raise ValueError(
+                f"layer {layer.name!r} is a ReLU with max_value/negative_slope/threshold set; "
+                "with_relu_gradient replaces only the plain max(x, 0)."
+            )
+        return True
+    return isinstance(layer, keras.layers.Activation) and layer.activation is keras.activations.relu
+
+
+def with_relu_gradient(model, rule: str = "guided", *, alpha: float = 0.01):
+    """A copy of ``model`` whose every ReLU sends ``rule``'s gradient back; forward outputs unchanged.
+
+    Replaces ``activation="relu"`` of any layer (``Dense``, ``Conv2D``...), standalone
+    ``keras.layers.ReLU()`` and ``Activation("relu")`` layers, in nested models too, by a ReLU with
+    the backward ``rule`` of :class:`ReLUGradient`. The copy has the same weights (copied, not
+    shared) and gives bitwise the same outputs; ``model`` itself is left untouched. Useful for
+    guided backpropagation or deconvnet saliency on a model you did not write.
+
+    Args:
+      model: a built Keras functional or Sequential model (a subclassed model cannot be cloned).
+      rule: ``"relu"``, ``"guided"``, ``"deconvnet"`` or ``"leaky"`` (see :class:`ReLUGradient`).
+      alpha: the leaky gradient's slope where ``x <= 0``.
+
+    Returns:
+      A new ``keras.Model``.
+
+    Raises:
+      TypeError: ``model`` is not a Keras model, or ``rule`` is not a string.
+      ValueError: an unknown ``rule``, an unbuilt or subclassed model, or a ReLU layer with
+        ``max_value``, ``negative_slope`` or ``threshold`` set.
+
+    Example:
+      >>> import keras, numpy as np, gradlab
+      >>> inputs = keras.Input((3,))
+      >>> model = keras.Model(inputs, keras.layers.Dense(2, activation="relu")(inputs))
+      >>> guided = gradlab.layers.with_relu_gradient(model, "guided")
+      >>> x = np.ones((1, 3), np.float32)
+      >>> bool(np.array_equal(model(x), guided(x)))
+      True
+    """
+    if not isinstance(model, keras.Model):
+        raise TypeError(f"model must be a Keras model; got {v._describe(model)}.")
+    alpha = _check_rule(rule, alpha)
+    if not model.built:
+        raise ValueError(f"model {model.name!r} is not built: call it on data or give it an Input first.")
+
+    def check(layers):                # refuse parametrised ReLUs before cloning anything
+        for layer in layers:
+            if isinstance(layer, keras.Model):
+                check(layer.layers)
+            else:
+                _is_plain_relu_layer(layer)
+
+    check(model.layers)
+
+    def clone(layer):
+        if isinstance(layer, keras.Model):
+            return with_relu_gradient(layer, rule, alpha=alpha)
+        if _is_plain_relu_layer(layer):
+            return ReLUGradient(rule, alpha=alpha, name=layer.name)
+        new = layer.__class__.from_config(layer.get_config())
+        if getattr(layer, "activation", None) is keras.activations.relu:
+            new.activation = _relu_rule(rule, alpha)
+        return new
+
+    try:
+        copy = keras.models.clone_model(model, clone_function=clone)
+    except ValueError as error:
+        raise ValueError(
+            f"model {model.name!r} ({type(model).__name__}) cannot be cloned: Keras clones only "
+            "functional and Sequential models. Rebuild it as one of those, or use ReLUGradient in "
+            "its call()."
+        ) from error
+    copy.set_weights(model.get_weights())
+    return copy

@@ -1,0 +1,159 @@
+"""ReLUGradient and with_relu_gradient: ReLU forward bitwise, each backward rule as defined, in every
+mode and for every upstream form; a model's copy with its ReLUs swapped leaves the original alone."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import keras
+
+import gradlab
+from gradlab.layers import ReLUGradient, with_relu_gradient
+
+X = np.array([-2.0, -0.5, 0.0, 0.5, 2.0], np.float32)
+UPSTREAMS = {
+    "mixed signs": np.array([1.0, -1.0, 2.0, -3.0, 0.5], np.float32),
+    "ones": np.ones(5, np.float32),
+    "zeros": np.zeros(5, np.float32),
+}
+
+
+def expected(rule: str, x: np.ndarray, dy: np.ndarray, alpha: float = 0.1) -> np.ndarray:
+    """Each rule by its definition (ReLUGradient's docstring)."""
+    if rule == "relu":
+        return np.where(x > 0, dy, 0.0)
+    if rule == "guided":
+        return np.where((x > 0) & (dy > 0), dy, 0.0)
+    if rule == "deconvnet":
+        return np.maximum(dy, 0.0)
+    return np.where(x > 0, dy, alpha * dy)
+
+
+@pytest.mark.parametrize("rule", ["relu", "guided", "deconvnet", "leaky"])
+@pytest.mark.parametrize("upstream", sorted(UPSTREAMS))
+def test_forward_is_relu_and_backward_follows_the_rule(rule, upstream, run_in_mode):
+    layer = ReLUGradient(rule, alpha=0.1)
+
+    def value_and_gradient(x, dy):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x)
+        return y, tape.gradient(y, x, output_gradients=dy)
+
+    y, grad = run_in_mode(value_and_gradient)(tf.constant(X), tf.constant(UPSTREAMS[upstream]))
+    assert np.array_equal(y.numpy().view(np.uint32), tf.nn.relu(X).numpy().view(np.uint32))
+    np.testing.assert_allclose(grad.numpy(), expected(rule, X, UPSTREAMS[upstream]), rtol=0, atol=0)
+
+
+def test_a_sparse_upstream_gives_the_dense_gradient():
+    """ReLUGradient's output consumed by tf.gather: repeated indices sum before the rule."""
+    x = tf.constant(X)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        loss = tf.reduce_sum(tf.gather(ReLUGradient("guided")(x), [3, 3, 4, 1]) * [1.0, -3.0, 1.0, 1.0])
+    dense_dy = np.array([0.0, 1.0, 0.0, -2.0, 1.0], np.float32)
+    np.testing.assert_array_equal(tf.convert_to_tensor(tape.gradient(loss, x)).numpy(), expected("guided", X, dense_dy))
+
+
+def test_arguments_are_validated():
+    with pytest.raises(ValueError, match="rule must be one of"):
+        ReLUGradient("guidded")
+    with pytest.raises(TypeError, match="rule must be one of"):
+        ReLUGradient(3)
+    with pytest.raises(TypeError, match="alpha"):
+        ReLUGradient("leaky", alpha=tf.Variable(0.1))
+    with pytest.raises(TypeError, match="model must be a Keras model"):
+        with_relu_gradient(lambda x: x)
+
+
+def _model():
+    keras.utils.set_random_seed(0)
+    inner = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4), keras.layers.ReLU()], name="inner")
+    inputs = keras.Input((3,))
+    h = keras.layers.Dense(4, activation="relu", name="dense_string")(inputs)
+    h = inner(h)
+    h = keras.layers.Activation("relu", name="act")(h)
+    outputs = keras.layers.Dense(2, activation=keras.activations.relu, name="dense_function")(h)
+    return keras.Model(inputs, outputs)
+
+
+def _input_gradient(model, x, weights):
+    x = tf.constant(x)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        loss = tf.reduce_sum(model(x) * weights)
+    return tape.gradient(loss, x).numpy()
+
+
+@pytest.mark.parametrize("rule", ["relu", "guided", "deconvnet", "leaky"])
+def test_swapping_keeps_the_forward_pass_bitwise_and_the_original_untouched(rule):
+    model = _model()
+    x = np.random.default_rng(0).standard_normal((6, 3)).astype(np.float32)
+    weights_before = [w.copy() for w in model.get_weights()]
+    plain_gradient = _input_gradient(model, x, [[1.0, -1.0]])
+
+    swapped = with_relu_gradient(model, rule, alpha=0.1)
+
+    assert np.array_equal(model(x).numpy().view(np.uint32), swapped(x).numpy().view(np.uint32))
+    assert all(np.array_equal(a, b) for a, b in zip(weights_before, model.get_weights()))
+    assert np.array_equal(_input_gradient(model, x, [[1.0, -1.0]]), plain_gradient)     # original unchanged
+    assert not any(isinstance(layer, ReLUGradient) for layer in model.layers)
+    assert isinstance(swapped.get_layer("act"), ReLUGradient)
+    assert isinstance(swapped.get_layer("inner").layers[-1], ReLUGradient)
+    assert swapped.get_layer("dense_string").activation is not keras.activations.relu
+    assert swapped.get_layer("dense_function").activation is not keras.activations.relu
+    swapped_gradient = _input_gradient(swapped, x, [[1.0, -1.0]])
+    if rule == "relu":
+        np.testing.assert_allclose(swapped_gradient, plain_gradient, rtol=1e-6, atol=1e-7)
+    else:
+        assert not np.allclose(swapped_gradient, plain_gradient)
+
+
+def test_guided_backprop_on_one_dense_relu_by_hand():
+    """y = relu(W x): the guided gradient w.r.t. x is W^T (dy · 1[Wx > 0] · 1[dy > 0])."""
+    keras.utils.set_random_seed(1)
+    inputs = keras.Input((3,))
+    model = keras.Model(inputs, keras.layers.Dense(4, activation="relu", use_bias=False)(inputs))
+    x = np.random.default_rng(1).standard_normal((1, 3)).astype(np.float32)
+    dy = np.array([[1.0, -2.0, 0.5, -0.5]], np.float32)
+    kernel = model.get_weights()[0]
+    pre = x @ kernel
+    by_hand = (dy * (pre > 0) * (dy > 0)) @ kernel.T
+    np.testing.assert_allclose(_input_gradient(with_relu_gradient(model, "guided"), x, dy), by_hand, rtol=1e-6)
+
+
+def test_unbuilt_subclassed_and_parametrised_relus_are_refused_clearly():
+    with pytest.raises(ValueError, match="not built"):
+        with_relu_gradient(keras.Sequential([keras.layers.Dense(2, activation="relu")]))
+
+    class Sub(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.dense = keras.layers.Dense(2, activation="relu")
+
+        def call(self, x):
+            return self.dense(x)
+
+    sub = Sub()
+    sub(np.ones((1, 3), np.float32))
+    with pytest.raises(ValueError, match="Keras clones only functional and Sequential"):
+        with_relu_gradient(sub)
+    capped = keras.Sequential([keras.Input((3,)), keras.layers.ReLU(max_value=6.0)])
+    with pytest.raises(ValueError, match="max_value"):
+        with_relu_gradient(capped)
+
+
+def test_relu_gradient_layer_survives_keras_saving(tmp_path):
+    inputs = keras.Input((5,))
+    model = keras.Model(inputs, ReLUGradient("leaky", alpha=0.25)(inputs))
+    path = tmp_path / "m.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    layer = loaded.layers[-1]
+    assert isinstance(layer, ReLUGradient) and (layer.rule, layer.alpha) == ("leaky", 0.25)
+    np.testing.assert_array_equal(_input_gradient(loaded, X[None], UPSTREAMS["mixed signs"][None]),
+                                  expected("leaky", X, UPSTREAMS["mixed signs"], 0.25)[None])
+
+
+def test_the_public_api_lists_them():
+    assert {"ReLUGradient", "with_relu_gradient"} <= set(gradlab.layers.__all__)
