@@ -1,0 +1,71 @@
+"""Self-checks for notebook 04 (surrogate gradients for a step function)."""
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+import gradlab
+
+__all__ = ["check_exercise_1", "check_exercise_2"]
+
+
+def heaviside(x):
+    """The step H(x): 1.0 where x > 0, else 0.0 (in x's dtype)."""
+    return tf.cast(x > 0, x.dtype)
+
+
+def triangle_reference(x, upstream):
+    """What a triangle surrogate should send back: upstream * max(0, 1 - |x|)."""
+    return upstream * tf.maximum(tf.constant(0.0, x.dtype), 1.0 - tf.abs(x))
+
+
+def check_exercise_1(step_fn) -> bool:
+    """Checks ``step_fn``: forward exactly H(x); backward ``dy / (1 + (pi x)^2)`` for any upstream ``dy``."""
+    x = tf.constant(np.linspace(-2.5, 2.5, 41, dtype=np.float32))
+    dy = tf.constant(np.random.default_rng(7).standard_normal(41).astype(np.float32))
+    try:
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.convert_to_tensor(step_fn(x))
+        sent = tape.gradient(y, x, output_gradients=dy)
+    except Exception as exc:  # a learner's answer may raise anything; report it, never crash
+        print(f"Not yet: your function raised {type(exc).__name__}: {str(exc).splitlines()[0]}")
+        return False
+    if not np.array_equal(y.numpy(), heaviside(x).numpy()):
+        print("Not yet: the forward value must be exactly the step tf.cast(x > 0, x.dtype).")
+        return False
+    if sent is None:
+        print("Not yet: no gradient reaches x, just like the plain step. Wrap the step in tf.custom_gradient.")
+        return False
+    bump = 1.0 / (1.0 + (np.pi * x.numpy()) ** 2)
+    if np.allclose(sent.numpy(), bump, rtol=1e-5, atol=1e-6):
+        print("Not yet: your backward pass returns the surrogate itself: it ignores dy (the bug of notebook 01, section 1).\n"
+              "Multiply by dy.")
+        return False
+    if not np.allclose(sent.numpy(), dy.numpy() * bump, rtol=1e-5, atol=1e-6):
+        print("Not yet: under a random upstream dy, your backward pass does not send dy / (1 + (pi x)^2).")
+        return False
+    print("Correct! Forward exactly the step; backward dy / (1 + (pi x)^2), the arctan surrogate.")
+    return True
+
+
+def check_exercise_2(fixed_fn) -> bool:
+    """Checks the repaired ``non_differentiable`` with ``gradlab.check_gradient`` against the triangle reference."""
+    points = tf.constant([-1.5, -0.6, -0.1, 0.2, 0.7, 1.4])
+    try:
+        value = tf.convert_to_tensor(fixed_fn(points))
+        result = gradlab.check_gradient(fixed_fn, points, reference=triangle_reference)
+    except Exception as exc:  # a learner's answer may raise anything; report it, never crash
+        print(f"Not yet: your function raised {type(exc).__name__}: {str(exc).splitlines()[0]}")
+        return False
+    if not np.array_equal(value.numpy(), heaviside(points).numpy()):
+        print("Not yet: keep the forward value: tf.cast(x > 0, x.dtype).")
+        return False
+    if not result.linear_in_upstream:
+        print("Not yet: the gradient still does not scale with the upstream gradient dy. Multiply by dy.")
+        return False
+    if not result.ok:
+        print(f"Not yet: the gradient scales with dy but is not dy * max(0, 1 - |x|): {result.message.splitlines()[0]}")
+        return False
+    print(f"Correct! check_gradient agrees (max error {result.max_error:.1e}) and the gradient is linear in dy.")
+    return True
