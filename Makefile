@@ -61,13 +61,15 @@ lint: install
 # pytest-xdist runs test files and notebooks side by side, one worker per core. loadscope keeps
 # each notebook's cells (one kernel) and each test module or class together on one worker.
 XDIST := -n auto --dist loadscope
+# nbval with a second run of every code cell in the same kernel (tools/nbval_second_run.py).
+NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p nbval_second_run
 
 test: install lint
-	$(PY) -m pytest $(XDIST) --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS) tests notebooks
+	PYTHONPATH=$(CURDIR)/tools $(PY) -m pytest $(XDIST) $(NBVAL) $(PYTEST_ARGS) tests notebooks
 
 # nbval alone (CI runs it after make test: every notebook passes twice in a row in one environment).
 test-notebooks: install
-	$(PY) -m pytest $(XDIST) --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS) notebooks
+	PYTHONPATH=$(CURDIR)/tools $(PY) -m pytest $(XDIST) $(NBVAL) $(PYTEST_ARGS) notebooks
 
 # gradlab as a library, from its built wheel, in a fresh environment with a given TensorFlow:
 # the oldest supported release and the workbook's pin (CI runs both).

@@ -1,4 +1,5 @@
-"""nbval runs each notebook top to bottom; this adds a second run of every code cell, in the same kernel.
+"""A pytest plugin (`-p nbval_second_run`, loaded by make test): nbval runs each notebook top to bottom;
+this adds a second run of every code cell, in the same kernel.
 
 A learner edits a cell and runs it again, or runs everything twice: nothing may break then. After
 the last cell of a notebook, every code cell is run once more, in order, in the kernel nbval used
