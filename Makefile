@@ -40,7 +40,7 @@ $(PY):
 $(STAMP): requirements.txt pyproject.toml jupyter/overrides.json | $(PY)
 	@# uv installs the pinned stack in seconds where pip takes minutes; it is itself pinned here.
 	$(PY) -m pip install --quiet uv==$(UV_VERSION)
-	$(UV) pip install --quiet --python $(PY) -r requirements.txt
+	$(UV) pip install --quiet --compile-bytecode --python $(PY) -r requirements.txt
 	$(UV) pip install --quiet --python $(PY) --no-deps -e .
 	$(UV) pip check --python $(PY)
 	@# The editable install must point at this checkout's package (not a namespace package or a stale copy).
