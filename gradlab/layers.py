@@ -14,6 +14,7 @@ variables when the gradient is computed.
 from __future__ import annotations
 
 import keras
+import tensorflow as tf
 
 from gradlab import _validation as v
 from gradlab import ops
@@ -169,10 +170,9 @@ _RELU_RULES = ("relu", "guided", "deconvnet", "leaky")
 
 def _relu_rule(rule: str, alpha: float):
     """The backward rule ``(x, dy) -> dL/dx`` of a ReLU whose forward pass stays ``max(x, 0)``."""
-    import tensorflow as tf
 
     def backward(x, dy):
-        dy = tf.convert_to_tensor(dy)    # an IndexedSlices upstream (tf.gather) is summed first
+        dy = ops._dense(dy)              # an IndexedSlices upstream (tf.gather) is summed first
         zero = tf.zeros_like(dy)
         if rule == "relu":           # the true derivative: dy where x > 0
             return tf.where(x > 0, dy, zero)

@@ -4,12 +4,9 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from exercises._report import first_line
+
 __all__ = ["check_exercise_1", "check_exercise_2"]
-
-
-def _first_line(error: Exception) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0][:160] if text else ''}"
 
 
 def check_exercise_1(fn) -> bool:
@@ -22,7 +19,7 @@ def check_exercise_1(fn) -> bool:
             y = tf.convert_to_tensor(fn(x), tf.float32)
         grad = tape.gradient(y, x, output_gradients=dy)
     except Exception as error:  # a learner's answer may raise anything; report it, never crash
-        print(f"Not yet: your function raised {_first_line(error)}")
+        print(f"Not yet: your function raised {first_line(error)}")
         return False
     expected_y = -tf.nn.softplus(-x).numpy()
     if y.shape != x.shape or not np.all(np.isfinite(y.numpy())) or not np.allclose(
@@ -54,7 +51,7 @@ def check_exercise_2(fn) -> bool:
             y = tf.convert_to_tensor(fn(x, w))
         gx, gw = tape.gradient(y, [x, w], output_gradients=dy)
     except Exception as error:  # a learner's answer may raise anything; report it, never crash
-        print(f"Not yet: your function raised {_first_line(error)}")
+        print(f"Not yet: your function raised {first_line(error)}")
         return False
     if y.shape != x.shape or not np.array_equal(y.numpy(), (x * w).numpy()):
         print(f"Not yet: the forward value must be x * w = {(x * w).numpy()}; you return {y.numpy()}.")

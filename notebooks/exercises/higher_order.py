@@ -6,12 +6,9 @@ import tensorflow as tf
 
 import gradlab
 
+from exercises._report import first_line
+
 __all__ = ["check_exercise_1", "check_exercise_2"]
-
-
-def _first_line(error: Exception) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0][:160] if text else ''}"
 
 
 def _second_derivative(fn, x: tf.Tensor) -> float:
@@ -82,7 +79,7 @@ def check_exercise_2(jvp_by_transposing) -> bool:
             result = jvp_by_transposing(fn, x, u)
             result = None if result is None else np.asarray(result, np.float64)
         except Exception as error:  # a learner's answer may raise anything; report it, never crash
-            print(f"Not yet: on {name} your function raised {_first_line(error)}")
+            print(f"Not yet: on {name} your function raised {first_line(error)}")
             return False
         if result is None:
             print(f"Not yet: on {name} your function returned None. Did the outer tape watch w?")
@@ -94,7 +91,7 @@ def check_exercise_2(jvp_by_transposing) -> bool:
     try:
         transposed = jvp_by_transposing(source_rule, x, u)
     except Exception as error:  # the answer passed the real cases; this one is only shown
-        transposed = _first_line(error)
+        transposed = first_line(error)
     print("Correct! Transposing the VJP by hand gives a JVP that respects every linear rule, including\n"
           "scale_gradient, which tf.autodiff.ForwardAccumulator ignores (section 7).\n"
           f"The source's non_differentiable rule (ignores dy), transposed: {transposed}")

@@ -7,12 +7,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from exercises._report import first_line
+
 __all__ = ["check_exercise_1", "check_exercise_2"]
-
-
-def _first_line(exc):
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def check_exercise_1(build_model) -> bool:
@@ -21,12 +18,12 @@ def check_exercise_1(build_model) -> bool:
     try:
         model = build_model()
     except ValueError as exc:
-        print(f"Not yet: building the model raised ValueError: {_first_line(exc)[:60]}...\n"
+        print(f"Not yet: building the model raised {first_line(exc, limit=60)}...\n"
               "A tf.custom_gradient function cannot be called on a keras.Input. Call it inside a\n"
               "layer: a keras.layers.Layer subclass whose call() uses it, or keras.layers.Lambda.")
         return False
     except Exception as exc:  # a learner's answer may raise anything; report it, never crash
-        print(f"Not yet: building the model raised {type(exc).__name__}: {_first_line(exc)}")
+        print(f"Not yet: building the model raised {first_line(exc)}")
         return False
     if not isinstance(model, keras.Model):
         print(f"Not yet: build_model() should return a keras.Model; it returned {type(model).__name__}.")
@@ -43,7 +40,7 @@ def check_exercise_1(build_model) -> bool:
             return False
         grad = tape.gradient(y, x, output_gradients=dy)
     except Exception as exc:  # a learner's answer may raise anything; report it, never crash
-        print(f"Not yet: running the model raised {type(exc).__name__}: {_first_line(exc)}")
+        print(f"Not yet: running the model raised {first_line(exc)}")
         return False
     if grad is None:
         print("Not yet: no gradient reaches the input (tape.gradient returned None).")
@@ -83,7 +80,7 @@ def check_exercise_2(clip_forward) -> bool:
         try:
             result = keras.ops.convert_to_numpy(call())
         except Exception as exc:  # a learner's answer may raise anything; report it, never crash
-            print(f"Not yet: {convention}, raised {type(exc).__name__}: {_first_line(exc)}\n"
+            print(f"Not yet: {convention}, raised {first_line(exc)}\n"
                   "Hint: def grad(*args, upstream=None), and take upstream from args when it is None.")
             return False
         if result.shape != expected.shape or not np.allclose(result, expected):
@@ -98,7 +95,7 @@ def check_exercise_2(clip_forward) -> bool:
             y = model(x)
         g = tape.gradient(y, x, output_gradients=dy).numpy()
     except Exception as exc:  # report, never crash
-        print(f"Not yet: inside a Keras model your function raised {type(exc).__name__}: {_first_line(exc)}")
+        print(f"Not yet: inside a Keras model your function raised {first_line(exc)}")
         return False
     if not (np.array_equal(y.numpy(), x.numpy()) and np.allclose(g, expected)):
         print(f"Not yet: in a Keras model the output is {y.numpy()} and the gradient {g}.")

@@ -4,6 +4,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from exercises._report import first_line
+
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
 
@@ -19,7 +21,7 @@ def check_exercise_1(fn) -> bool:
     try:
         y, grad = run(xs)
     except Exception as exc:  # a learner's answer may raise anything; report it, never crash
-        print(f"Not yet: your function raised {type(exc).__name__}: {str(exc).strip().splitlines()[-1]}")
+        print(f"Not yet: your function raised {first_line(exc, last=True)}")
         return False
     if not np.array_equal(y.numpy(), tf.nn.relu(xs).numpy()):
         print(f"Not yet: the forward value must stay relu(x) = {tf.nn.relu(xs).numpy()}; you return {y.numpy()}.")
@@ -48,7 +50,7 @@ def check_exercise_2(fn) -> bool:
             y = tf.convert_to_tensor(fn(x))
         grad = tape.gradient(y, x, output_gradients=dy)
     except Exception as exc:  # a learner's answer may raise anything; report it, never crash
-        print(f"Not yet: your function raised {type(exc).__name__}: {str(exc).strip().splitlines()[0]}")
+        print(f"Not yet: your function raised {first_line(exc)}")
         return False
     if not np.array_equal(y.numpy(), x.numpy()):
         print(f"Not yet: the forward value must be x = {x.numpy()} exactly; you return {y.numpy()}.")

@@ -5,6 +5,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from exercises._report import first_line
+
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
 # Global norm 13 (halved by max_norm 6.5), then global norm 1.3 (left alone by max_norm 6.5).
@@ -12,11 +14,6 @@ _CASES = (
     ([[3.0, 4.0], [[0.0, 12.0]]], 6.5),
     ([[0.3, 0.4], [[0.0, 1.2]]], 6.5),
 )
-
-
-def _first_line(error: Exception) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0][:160] if text else ''}"
 
 
 def _as_tensors(result) -> list:
@@ -35,7 +32,7 @@ def check_exercise_1(fn) -> bool:
         try:
             result = _as_tensors(fn(list(grads), max_norm))
         except Exception as error:  # a learner's code may raise anything: report it, never crash
-            print(f"Not yet: your function raised {_first_line(error)}")
+            print(f"Not yet: your function raised {first_line(error)}")
             return False
         expected = tf.clip_by_global_norm(grads, max_norm)[0]
         if len(result) != len(expected) or any(r.shape != e.shape for r, e in zip(result, expected)):
@@ -76,7 +73,7 @@ def check_exercise_2(transform) -> bool:
     try:
         result = _as_tensors(transform(list(grads), variables))
     except Exception as error:  # report, never crash the learner's kernel
-        print(f"Not yet: your transform raised {_first_line(error)}")
+        print(f"Not yet: your transform raised {first_line(error)}")
         return False
     if len(result) != len(grads):
         print(f"Not yet: return one gradient per variable ({len(grads)}); you returned {len(result)}.")

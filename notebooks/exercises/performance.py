@@ -6,6 +6,8 @@ import re
 import numpy as np
 import tensorflow as tf
 
+from exercises._report import first_line
+
 __all__ = ["check_exercise_1", "check_exercise_2", "quantize_numpy"]
 
 
@@ -14,7 +16,7 @@ def short_reason(err):
     match = re.search(r"No registered '(\w+)' OpKernel for (\w+) devices", str(err))
     if match:
         return f"XLA has no kernel for the {match.group(1)} op: a Python function cannot be compiled"
-    return f"{type(err).__name__}: {str(err).splitlines()[0][:80]}"
+    return first_line(err, limit=80)
 
 
 def _fair_ratio_reference(log, technique, baseline="none"):

@@ -4,12 +4,9 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from exercises._report import first_line
+
 __all__ = ["check_exercise_1", "check_exercise_2"]
-
-
-def _first_line(error: Exception) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0][:160] if text else ''}"
 
 
 @tf.custom_gradient
@@ -35,7 +32,7 @@ def check_exercise_1(relu_fn) -> bool:
         try:
             y, sent = run(value_and_gradient)
         except Exception as error:  # a learner's answer may raise anything; report it, never crash
-            print(f"Not yet: {mode}, your function raised {_first_line(error)}")
+            print(f"Not yet: {mode}, your function raised {first_line(error)}")
             return False
         if not np.array_equal(y.numpy(), tf.nn.relu(x).numpy()):
             print("Not yet: the forward value must be exactly relu(x).")
@@ -73,7 +70,7 @@ def check_exercise_2(saliency_fn, images, labels, forward, weights) -> bool:
     try:
         got = np.asarray(saliency_fn(tf.constant(images), tf.constant(labels)))
     except Exception as error:  # report, never crash
-        print(f"Not yet: your function raised {_first_line(error)}")
+        print(f"Not yet: your function raised {first_line(error)}")
         return False
     got = got[..., 0] if got.ndim == 4 else got
     want = _saliency(forward, weights, images, labels, (relu, relu, _guided_relu))

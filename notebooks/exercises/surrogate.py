@@ -6,6 +6,8 @@ import tensorflow as tf
 
 import gradlab
 
+from exercises._report import first_line
+
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
 
@@ -29,7 +31,7 @@ def check_exercise_1(step_fn) -> bool:
             y = tf.convert_to_tensor(step_fn(x))
         sent = tape.gradient(y, x, output_gradients=dy)
     except Exception as exc:  # a learner's answer may raise anything; report it, never crash
-        print(f"Not yet: your function raised {type(exc).__name__}: {str(exc).splitlines()[0]}")
+        print(f"Not yet: your function raised {first_line(exc)}")
         return False
     if not np.array_equal(y.numpy(), heaviside(x).numpy()):
         print("Not yet: the forward value must be exactly the step tf.cast(x > 0, x.dtype).")
@@ -56,7 +58,7 @@ def check_exercise_2(fixed_fn) -> bool:
         value = tf.convert_to_tensor(fixed_fn(points))
         result = gradlab.check_gradient(fixed_fn, points, reference=triangle_reference)
     except Exception as exc:  # a learner's answer may raise anything; report it, never crash
-        print(f"Not yet: your function raised {type(exc).__name__}: {str(exc).splitlines()[0]}")
+        print(f"Not yet: your function raised {first_line(exc)}")
         return False
     if not np.array_equal(value.numpy(), heaviside(points).numpy()):
         print("Not yet: keep the forward value: tf.cast(x > 0, x.dtype).")
