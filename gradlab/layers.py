@@ -6,10 +6,11 @@ use it; a layer is, and these layers work in Sequential and functional models, i
 survive ``model.save("m.keras")`` + ``keras.models.load_model`` (they are registered as
 serializable under the package name ``"gradlab"``).
 
-Their parameters are numbers, saved in the layer's config. For a parameter that changes during
-training (a ramped reversal factor, say), call the op with a variable inside your own layer:
-``gradlab.reverse_gradient(x, self.factor)`` with a non-trainable ``self.add_weight``; the ops read
-variables when the gradient is computed.
+Their parameters are numbers, saved in the layer's config. ``GradientReversal.factor`` may also
+change during training (``layer.factor = value``, for the ramp of domain-adversarial training); for
+any other parameter that changes, call the op with a variable inside your own layer, e.g.
+``gradlab.clip_gradient(x, -self.bound, self.bound)`` with a non-trainable ``self.add_weight``; the
+ops read variables when the gradient is computed.
 """
 from __future__ import annotations
 
@@ -142,22 +143,57 @@ class ClipGradientNorm(_GradientLayer):
 class GradientReversal(_GradientLayer):
     """Identity forward; sends ``-factor * dy`` back (see :func:`gradlab.reverse_gradient`).
 
+    ``factor`` can change during training without retracing: the layer keeps it in a
+    non-trainable weight, which the backward pass reads, so ``layer.factor = value`` (in a
+    callback or your training loop) takes effect at the next step. Domain-adversarial training
+    (Ganin & Lempitsky, 2015) ramps it from 0 to 1 as :math:`2 / (1 + e^{-10 p}) - 1`, with
+    :math:`p` the fraction of training done. The current value is saved in the config and, as
+    a weight, in ``.keras`` files.
+
     Args:
       factor: a finite real number (default 1.0).
       **kwargs: standard Keras layer arguments.
 
     Example:
-      >>> import gradlab
-      >>> gradlab.layers.GradientReversal().factor
-      1.0
+      >>> import tensorflow as tf, gradlab
+      >>> layer = gradlab.layers.GradientReversal(0.0)
+      >>> x = tf.constant([1.0, 2.0])
+      >>> layer.factor = 0.5            # e.g. from a callback, once per step
+      >>> with tf.GradientTape() as tape:
+      ...     tape.watch(x)
+      ...     y = 3.0 * layer(x)
+      >>> tape.gradient(y, x).numpy()
+      array([-1.5, -1.5], dtype=float32)
     """
 
     def __init__(self, factor: float = 1.0, **kwargs):
         super().__init__(**kwargs)
-        self.factor = _number(factor, "factor")
+        self._initial_factor = _number(factor, "factor")
+        self._factor_weight = None
+
+    def build(self, input_shape):
+        self._factor_weight = self.add_weight(
+            name="factor", shape=(), dtype="float32", trainable=False, autocast=False,
+            initializer=keras.initializers.Constant(self._initial_factor),
+        )
+
+    @property
+    def factor(self) -> float:
+        """The current reversal factor, a Python float."""
+        if self._factor_weight is None:
+            return self._initial_factor
+        return float(keras.ops.convert_to_numpy(self._factor_weight.value))
+
+    @factor.setter
+    def factor(self, value: float) -> None:
+        number = _number(value, "factor")
+        if self._factor_weight is None:
+            self._initial_factor = number
+        else:
+            self._factor_weight.assign(number)
 
     def call(self, inputs):
-        return ops.reverse_gradient(inputs, self.factor)
+        return ops.reverse_gradient(inputs, self._factor_weight.value)
 
     def get_config(self):
         return {**super().get_config(), "factor": self.factor}

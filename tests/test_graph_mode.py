@@ -126,14 +126,17 @@ def test_keras_free_graph_mode_training_step():
     ids=lambda v: v if isinstance(v, str) else "",
 )
 def test_every_layer_on_a_placeholder_in_a_v1_graph(name, make, rule, assert_bitwise):
-    """The layers hold no variables, so calling one on a placeholder in a TF1 graph works."""
+    """Each layer works on a placeholder in a TF1 graph (GradientReversal keeps its factor in a
+    variable, which the usual initializer sets)."""
     x_np, dy_np = np.array(X, np.float32), np.array(DY, np.float32)
     graph = tf.Graph()
     with graph.as_default():
         x = tf.compat.v1.placeholder(tf.float32, shape=[None, 3])
         y = make()(x)
         (grad,) = tf.gradients(y, x, grad_ys=tf.constant(dy_np))
+        init = tf.compat.v1.global_variables_initializer()
     with tf.compat.v1.Session(graph=graph) as session:
+        session.run(init)
         y_v, grad_v = session.run([y, grad], {x: x_np})
     assert_bitwise(y_v, x_np)
     np.testing.assert_allclose(grad_v, rule(dy_np.astype(np.float64)), rtol=1e-6)

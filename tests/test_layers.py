@@ -153,6 +153,75 @@ def test_gradient_reversal_flips_the_update_of_the_layers_before_it():
     np.testing.assert_array_equal(frozen, np.zeros_like(frozen))
 
 
+class _RampFactor(keras.callbacks.Callback):
+    """Sets the reversal factor before every batch, as a domain-adversarial schedule does."""
+
+    def __init__(self, layer, values):
+        super().__init__()
+        self.layer, self.values, self.seen = layer, list(values), []
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.layer.factor = self.values[batch]
+        self.seen.append(self.layer.factor)
+
+
+def test_gradient_reversal_factor_can_change_between_calls_without_retracing():
+    layer = layers.GradientReversal(0.0)
+    model = functional(layer)
+    step = tf.function(model_gradient)
+    for factor in (0.0, 0.25, 2.0, -1.0):
+        layer.factor = factor
+        _, grad = step(model, X, DY)
+        np.testing.assert_allclose(grad.numpy(), -factor * DY, rtol=1e-6)
+        assert layer.factor == factor and layer.get_config()["factor"] == factor
+    assert step.experimental_get_tracing_count() == 1
+
+
+def test_gradient_reversal_factor_set_before_build_is_used():
+    layer = layers.GradientReversal(1.0)
+    layer.factor = 3.0
+    _, grad = model_gradient(functional(layer))
+    np.testing.assert_allclose(grad.numpy(), -3.0 * DY, rtol=1e-6)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
+def test_gradient_reversal_factor_ramped_by_a_callback_during_fit(jit_compile):
+    """Two batches, factor 0 then 1: the first step leaves the Dense before the layer unchanged."""
+    keras.utils.set_random_seed(0)
+    first, reversal = keras.layers.Dense(2), layers.GradientReversal(5.0)
+    model = keras.Sequential([keras.Input((3,)), first, reversal, keras.layers.Dense(1)])
+    model.compile(keras.optimizers.SGD(0.1), "mse", jit_compile=jit_compile)
+    ramp = _RampFactor(reversal, [0.0, 1.0])
+    kernels = []
+    record = keras.callbacks.LambdaCallback(on_train_batch_end=lambda b, logs: kernels.append(first.kernel.numpy()))
+    before = first.kernel.numpy()
+    model.fit(X, np.ones((2, 1), np.float32), batch_size=1, epochs=1, shuffle=False, verbose=0,
+              callbacks=[ramp, record])
+    assert ramp.seen == [0.0, 1.0]
+    np.testing.assert_array_equal(kernels[0], before)          # factor 0: nothing reaches it
+    assert np.abs(kernels[1] - kernels[0]).max() > 1e-4         # factor 1: it moves
+
+
+def test_gradient_reversal_factor_survives_save_and_load(tmp_path):
+    layer = layers.GradientReversal(0.0)
+    model = functional(layer)
+    layer.factor = 0.75
+    model.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras")
+    assert loaded.layers[-1].factor == 0.75
+    _, grad = model_gradient(loaded)
+    np.testing.assert_allclose(grad.numpy(), -0.75 * DY, rtol=1e-6)
+
+
+@pytest.mark.parametrize("bad, error", [("1", TypeError), (float("nan"), ValueError), (tf.Variable(1.0), TypeError)])
+def test_gradient_reversal_factor_setter_rejects_bad_values(bad, error):
+    layer = layers.GradientReversal(0.5)
+    functional(layer)
+    with pytest.raises(error, match="factor"):
+        layer.factor = bad
+    assert layer.factor == 0.5
+
+
 def test_layers_pass_masks_and_shapes_through(layer_case):
     cls, kwargs, _ = layer_case
     layer = cls(**kwargs)
