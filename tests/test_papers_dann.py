@@ -67,6 +67,6 @@ def test_table_and_figure(capsys):
     dann.print_table(runs)
     out = capsys.readouterr().out
     assert "mean" in out and "0.7666" in out and "0.5225" in out
-    fig = dann.plot_boundaries(runs[0], n=30)
+    fig = dann.plot_boundaries(runs[0])
     assert isinstance(fig, Figure) and len(fig.axes) == 2
     assert "target accuracy" in fig.axes[1].get_title()

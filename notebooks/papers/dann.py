@@ -49,6 +49,7 @@ class Run:
     """One training run: accuracies and the trained networks."""
     seed: int
     adversarial: bool
+    n: int                      # points per domain (rotated_moons(seed, n) is the data)
     source_accuracy: float
     target_accuracy: float
     domain_accuracy: float      # the domain head on both domains' features (0.5 is chance)
@@ -105,7 +106,7 @@ def train(seed: int, adversarial: bool, steps: int = 150, n: int = 200, learning
         reversal.factor = reversal_factor(i / steps)
         step()
     features = encoder(x_both)
-    return Run(seed, adversarial,
+    return Run(seed, adversarial, n,
                source_accuracy=_accuracy(label_head(features[:n]), y_s),
                target_accuracy=_accuracy(label_head(features[n:]), y_t),
                domain_accuracy=_accuracy(domain_head(features), domains[:, 0]),
@@ -130,12 +131,12 @@ def print_table(runs: dict[int, tuple[Run, Run]]) -> None:
     print(f"{'paper':>8s} {paper['source only']:13.4f} {paper['adversarial']:14.4f}   (MNIST -> MNIST-M, Table 1)")
 
 
-def plot_boundaries(pair: tuple[Run, Run], n: int = 200) -> Figure:
+def plot_boundaries(pair: tuple[Run, Run]) -> Figure:
     """The label head's decision regions, source-only beside adversarial, with both domains' points.
 
     Returns a Figure not kept open by pyplot: as a cell's value Jupyter shows it once.
     """
-    x_s, y_s, x_t, y_t = rotated_moons(pair[0].seed, n)
+    x_s, y_s, x_t, y_t = rotated_moons(pair[0].seed, pair[0].n)
     grid_x, grid_y = np.meshgrid(np.linspace(-2.0, 3.0, 151), np.linspace(-1.8, 2.3, 124))
     grid = np.c_[grid_x.ravel(), grid_y.ravel()].astype(np.float32)
     fig = Figure(figsize=(9.6, 3.8), dpi=80, layout="constrained")
