@@ -37,7 +37,7 @@ def test_the_target_is_the_source_distribution_rotated_about_the_centre():
 
 def test_a_short_run_reports_accuracies_and_predicts_classes():
     run = dann.train(0, adversarial=True, steps=3, n=40)
-    for value in (run.source_accuracy, run.target_accuracy, run.domain_accuracy):
+    for value in (run.source_accuracy, run.target_accuracy, run.domain_accuracy, run.probe_accuracy):
         assert 0.0 <= value <= 1.0
     classes = run.predict(np.zeros((5, 2), np.float32))
     assert classes.shape == (5,) and set(classes) <= {0, 1}
@@ -70,3 +70,13 @@ def test_table_and_figure(capsys):
     fig = dann.plot_boundaries(runs[0])
     assert isinstance(fig, Figure) and len(fig.axes) == 2
     assert "target accuracy" in fig.axes[1].get_title()
+
+
+def test_the_fresh_probe_reads_a_domain_that_is_there_and_not_one_that_is_not():
+    rng = np.random.default_rng(0)
+    domains = np.r_[np.zeros(100), np.ones(100)].astype(np.float32)
+    revealing = rng.normal(size=(200, 32)).astype(np.float32)
+    revealing[:, 0] += 6.0 * domains                    # one feature carries the domain
+    hiding = rng.normal(size=(200, 32)).astype(np.float32)
+    assert dann.probe_domain(revealing, domains, seed=0, steps=100) > 0.9
+    assert dann.probe_domain(hiding, domains, seed=0, steps=100) < 0.7   # held out: no memorizing
