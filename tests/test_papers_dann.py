@@ -47,6 +47,11 @@ def test_training_is_reproducible_and_starts_from_the_same_weights_in_both_modes
     a, b = dann.train(1, False, steps=2, n=30), dann.train(1, False, steps=2, n=30)
     assert a.target_accuracy == b.target_accuracy
     np.testing.assert_array_equal(a.encoder.get_weights()[0], b.encoder.get_weights()[0])
+    # One step: the ramp starts at factor 0, so the reversed domain loss sends the encoder nothing
+    # and both modes take the same step, which they can only do from the same initial weights.
+    plain, adversarial = dann.train(1, False, steps=1, n=30), dann.train(1, True, steps=1, n=30)
+    for w_plain, w_adversarial in zip(plain.encoder.get_weights(), adversarial.encoder.get_weights()):
+        np.testing.assert_array_equal(w_plain, w_adversarial)
 
 
 def test_reversal_makes_the_domain_harder_to_read_and_the_target_easier():

@@ -1,27 +1,26 @@
 """Domain-adversarial training (Ganin & Lempitsky, 2015) on two moons, for notebook 03.
 
 The source domain is scikit-learn's two moons with labels; the target domain is new moons rotated
-by 35 degrees about their centre, without labels (the toy problem of Ganin et al., 2016, JMLR,
-section 5.1.1). One encoder feeds a label head (trained on the source only) and, behind
+by 35 degrees about their centre, without labels (the toy problem of the paper's journal version,
+Ganin et al., 2016). One encoder feeds a label head (trained on the source only) and, behind
 ``gradlab.layers.GradientReversal``, a domain head (trained on both domains). The reversal factor
 follows the paper's ramp ``2 / (1 + exp(-10 p)) - 1``, ``p`` the fraction of training done.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from matplotlib.figure import Figure
 from typing import Sequence
 
 import keras
 import numpy as np
 import tensorflow as tf
+from matplotlib.figure import Figure
 from sklearn.datasets import make_moons
 
 import gradlab
 
-#: The paper's own figures (Ganin & Lempitsky, 2015, Table 1), target-domain accuracy, for the
-#: largest shift they report: MNIST -> MNIST-M.
+#: The paper's own figures (Ganin & Lempitsky, 2015, Table 1): target-domain accuracy on
+#: MNIST -> MNIST-M.
 PAPER_MNIST_M = {"source only": 0.5225, "adversarial": 0.7666}
 DOMAIN_HEAD = [32, 1]     # the domain classifier: one hidden layer of 32 ReLUs
 
@@ -87,7 +86,6 @@ def train(seed: int, adversarial: bool, steps: int = 150, n: int = 200, learning
     domains = np.r_[np.zeros(n), np.ones(n)].astype(np.float32)[:, None]
     x_both = np.concatenate([x_s, x_t])
     reversal(encoder(x_both[:1]))                                  # build: the factor's weight exists
-    domain_head(encoder(x_both[:1]))
     variables = encoder.trainable_variables + label_head.trainable_variables + domain_head.trainable_variables
     optimizer.build(variables)                                     # its slots exist before tracing
 
