@@ -24,7 +24,7 @@ def test_the_ramp_rejects_progress_outside_0_1(bad):
 
 def test_the_target_is_the_source_distribution_rotated_about_the_centre():
     x_s, y_s, x_t, y_t = dann.rotated_moons(0, n=100, angle=90.0, noise=0.0)
-    assert x_s.shape == x_t.shape == (100, 2) and x_s.dtype == np.float32
+    assert x_s.shape == x_t.shape == (100, 2) and x_s.dtype == np.float64   # float64: the same bits on every CPU
     assert set(np.unique(y_s)) == set(np.unique(y_t)) == {0.0, 1.0}
     # without noise both domains lie on the same two arcs, turned by 90 degrees about (0.5, 0.25)
     centre = np.array([0.5, 0.25])
@@ -37,9 +37,10 @@ def test_the_target_is_the_source_distribution_rotated_about_the_centre():
 
 def test_a_short_run_reports_accuracies_and_predicts_classes():
     run = dann.train(0, adversarial=True, steps=3, n=40)
+    assert all(w.dtype == "float64" for w in run.encoder.weights + run.label_head.weights)
     for value in (run.source_accuracy, run.target_accuracy, run.domain_accuracy, run.probe_accuracy):
         assert 0.0 <= value <= 1.0
-    classes = run.predict(np.zeros((5, 2), np.float32))
+    classes = run.predict(np.zeros((5, 2)))
     assert classes.shape == (5,) and set(classes) <= {0, 1}
 
 

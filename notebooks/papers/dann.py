@@ -2,7 +2,9 @@
 
 The source domain is scikit-learn's two moons with labels; the target domain is new moons rotated
 by 35 degrees about their centre, without labels (the toy problem of the paper's journal version,
-Ganin et al., 2016). One encoder feeds a label head (trained on the source only) and, behind
+Ganin et al., 2016). Everything runs in float64: TensorFlow sends float32 matrix products to a
+kernel chosen by the CPU's instruction set, so float32 training differs in its last bits from one
+x86 CPU to the next, and 150 steps amplify them; float64 computes the same bits on every x86-64 CPU. One encoder feeds a label head (trained on the source only) and, behind
 ``gradlab.layers.GradientReversal``, a domain head (trained on both domains). The reversal factor
 follows the paper's ramp ``2 / (1 + exp(-10 p)) - 1``, ``p`` the fraction of training done.
 """
@@ -19,6 +21,7 @@ from sklearn.datasets import make_moons
 
 import gradlab
 
+DTYPE = "float64"          # the same bits on every x86-64 CPU (see the module docstring)
 #: The paper's own figures (Ganin & Lempitsky, 2015, Table 1): target-domain accuracy on
 #: MNIST -> MNIST-M.
 PAPER_MNIST_M = {"source only": 0.5225, "adversarial": 0.7666}
@@ -40,7 +43,7 @@ def rotated_moons(seed: int, n: int = 200, angle: float = 35.0, noise: float = 0
     rotation = np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
     centre = np.array([0.5, 0.25])
     x_t = (x_t - centre) @ rotation.T + centre
-    return [np.asarray(t, np.float32) for t in (x_s, y_s, x_t, y_t)]
+    return [np.asarray(t, DTYPE) for t in (x_s, y_s, x_t, y_t)]
 
 
 @dataclass
@@ -68,8 +71,8 @@ def _accuracy(logits: tf.Tensor, labels: np.ndarray) -> float:
 def _mlp(widths: Sequence[int], inputs: int, name: str, last: str | None = None) -> keras.Model:
     """Dense layers of the given widths, ReLU between them, ``last`` after the final one."""
     activations = ["relu"] * (len(widths) - 1) + [last]
-    layers = [keras.layers.Dense(w, activation=a) for w, a in zip(widths, activations)]
-    return keras.Sequential([keras.Input((inputs,)), *layers], name=name)
+    layers = [keras.layers.Dense(w, activation=a, dtype=DTYPE) for w, a in zip(widths, activations)]
+    return keras.Sequential([keras.Input((inputs,), dtype=DTYPE), *layers], name=name)
 
 
 def train(seed: int, adversarial: bool, steps: int = 150, n: int = 200, learning_rate: float = 2e-2) -> Run:
@@ -80,10 +83,10 @@ def train(seed: int, adversarial: bool, steps: int = 150, n: int = 200, learning
     x_s, y_s, x_t, y_t = rotated_moons(seed, n)
     encoder = _mlp([32, 32], 2, "encoder", last="relu")
     label_head, domain_head = _mlp([1], 32, "label"), _mlp(DOMAIN_HEAD, 32, "domain")
-    reversal = gradlab.layers.GradientReversal(0.0)
+    reversal = gradlab.layers.GradientReversal(0.0, dtype=DTYPE)
     optimizer = keras.optimizers.Adam(learning_rate)
     bce = keras.losses.BinaryCrossentropy(from_logits=True)
-    domains = np.r_[np.zeros(n), np.ones(n)].astype(np.float32)[:, None]
+    domains = np.r_[np.zeros(n), np.ones(n)].astype(DTYPE)[:, None]
     x_both = np.concatenate([x_s, x_t])
     reversal(encoder(x_both[:1]))                                  # build: the factor's weight exists
     variables = encoder.trainable_variables + label_head.trainable_variables + domain_head.trainable_variables
@@ -158,7 +161,7 @@ def plot_boundaries(pair: tuple[Run, Run]) -> Figure:
     """
     x_s, y_s, x_t, y_t = rotated_moons(pair[0].seed, pair[0].n)
     grid_x, grid_y = np.meshgrid(np.linspace(-2.0, 3.0, 151), np.linspace(-1.8, 2.3, 124))
-    grid = np.c_[grid_x.ravel(), grid_y.ravel()].astype(np.float32)
+    grid = np.c_[grid_x.ravel(), grid_y.ravel()].astype(DTYPE)
     fig = Figure(figsize=(9.6, 3.8), dpi=80, layout="constrained")
     axes = fig.subplots(1, 2, sharey=True)
     for ax, run in zip(axes, pair):
