@@ -56,9 +56,13 @@ def test_training_is_reproducible_and_starts_from_the_same_weights_in_both_modes
 
 
 def test_reversal_makes_the_domain_harder_to_read_and_the_target_easier():
-    """The notebook's qualitative claim, on one seed (the notebook checks three)."""
+    """The notebook's qualitative claim, on one seed (the notebook checks five, and the mean gain).
+
+    Over seeds 0-9 the target gain ranges from 0.02 (seed 0) to 0.275, and the domain head's drop
+    from 0.15 to 0.29, so one seed can only promise the direction of the first.
+    """
     source_only, adversarial = dann.compare(seeds=(0,))[0]
-    assert adversarial.target_accuracy >= source_only.target_accuracy + 0.1
+    assert adversarial.target_accuracy > source_only.target_accuracy
     assert adversarial.domain_accuracy < source_only.domain_accuracy - 0.1
     assert adversarial.source_accuracy >= 0.95
 
