@@ -44,7 +44,8 @@ html_theme_options = {
     "path_to_docs": "",                 # staged paths equal repository paths (notebooks/NN_name.ipynb)
     "use_repository_button": True,
     "use_source_button": True,          # "view source" of each page on GitHub
-    "launch_buttons": {"binderhub_url": "https://mybinder.org", "notebook_interface": "jupyterlab"},
+    "launch_buttons": {"binderhub_url": "https://mybinder.org", "colab_url": "https://colab.research.google.com",
+                       "notebook_interface": "jupyterlab"},
     "show_navbar_depth": 1,
     "home_page_in_toc": True,
 }

@@ -2,10 +2,12 @@
 
 TensorFlow's ``tf.RegisterGradient`` and ``Graph.gradient_override_map`` replace the gradient of
 every op of a given *type* built inside a block. They work in TF1 graphs and inside
-``tf.function``, but they come with three silent or confusing failures that these helpers remove:
+``tf.function``, but they come with four silent or confusing failures that these helpers remove:
 
 * registering a name twice raises ``KeyError``, so re-running a notebook cell fails;
 * in eager mode the override map is silently ignored;
+* a ``tf.GradientTape`` that records the ops (one opened inside the ``tf.function``) silently
+  ignores it too;
 * a misspelled op type (``"relu"`` for ``"Relu"``) is silently ignored.
 """
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import itertools
-from typing import Callable, Dict, Iterator, Mapping, Optional, Union
+from typing import Callable, Dict, Iterable, Iterator, Mapping, Optional, Union
 
 import tensorflow as tf
 
@@ -45,16 +47,55 @@ def _default_name(fn: GraphGradientFn) -> str:
     return name
 
 
-def _is_registered(name: str) -> bool:
-    """Whether TensorFlow's gradient registry holds ``name`` (best effort through a private API)."""
+# What TensorFlow's gradient registry says about a name. TensorFlow has no public lookup, so this
+# reads a private one; if that moved, the answer is "unknown" and registering is the test.
+_TAKEN, _FREE, _UNKNOWN = "taken", "free", "unknown"
+# How many fresh names _register_for_override tries before giving up (it needs one).
+_MAX_NAME_ATTEMPTS = 100
+
+
+def _registry_state(name: str) -> str:
+    """``"taken"``, ``"free"`` or ``"unknown"``: whether TensorFlow's gradient registry holds ``name``.
+
+    Best effort through TensorFlow's private ``ops._gradient_registry``; ``"unknown"`` when that
+    API is missing or behaves unexpectedly, and callers then try to register and catch the
+    ``KeyError`` TensorFlow raises for a duplicate name.
+    """
     try:
         from tensorflow.python.framework import ops as tf_ops
 
-        tf_ops._gradient_registry.lookup(name)  # pylint: disable=protected-access
+        lookup = tf_ops._gradient_registry.lookup  # pylint: disable=protected-access
+    except Exception:  # the private API moved
+        return _UNKNOWN
+    try:
+        lookup(name)
     except LookupError:
+        return _FREE
+    except Exception:
+        return _UNKNOWN
+    return _TAKEN
+
+
+def _taken_error(name: str) -> ValueError:
+    return ValueError(
+        f"name {name!r} already names a gradient that gradlab did not register (a built-in op "
+        "type, or one registered with tf.RegisterGradient); TensorFlow cannot replace it. "
+        "Choose another name and map the op type to it with gradient_override."
+    )
+
+
+def _try_register(fn: GraphGradientFn, name: str) -> bool:
+    """Registers ``fn`` under the new ``name``; False if TensorFlow already holds that name."""
+
+    def trampoline(op, *grads):
+        return _REGISTERED[name](op, *grads)
+
+    trampoline.__name__ = f"gradlab_gradient_{name}"
+    try:
+        tf.RegisterGradient(name)(trampoline)
+    except KeyError:  # "Registering two gradient with name ...": the name is taken
         return False
-    except Exception:  # the private API moved: assume it exists, TensorFlow will complain if not
-        return True
+    _REGISTERED[name] = fn
     return True
 
 
@@ -84,6 +125,8 @@ def register_gradient(fn: GraphGradientFn, name: Optional[str] = None) -> str:
       TypeError: if ``fn`` is not callable or ``name`` is not a string.
       ValueError: if ``name`` is empty, or already names a gradient that gradlab did not register
         (a built-in op type such as ``"Relu"``, or one registered with ``tf.RegisterGradient``).
+        Whether a name is taken is read from TensorFlow's private registry; if that cannot be
+        read, registering is the test (TensorFlow's ``KeyError`` becomes this ``ValueError``).
 
     Example:
       >>> import tensorflow as tf, gradlab
@@ -103,19 +146,8 @@ def register_gradient(fn: GraphGradientFn, name: Optional[str] = None) -> str:
     if name in _REGISTERED:
         _REGISTERED[name] = fn
         return name
-    if _is_registered(name):
-        raise ValueError(
-            f"name {name!r} already names a gradient that gradlab did not register (a built-in op "
-            "type, or one registered with tf.RegisterGradient); TensorFlow cannot replace it. "
-            "Choose another name and map the op type to it with gradient_override."
-        )
-
-    def trampoline(op, *grads):
-        return _REGISTERED[name](op, *grads)
-
-    trampoline.__name__ = f"gradlab_gradient_{name}"
-    tf.RegisterGradient(name)(trampoline)
-    _REGISTERED[name] = fn
+    if _registry_state(name) == _TAKEN or not _try_register(fn, name):
+        raise _taken_error(name)
     return name
 
 
@@ -135,10 +167,19 @@ def _register_for_override(fn: GraphGradientFn) -> str:
             return _OVERRIDE_NAMES[fn]
     qualname = getattr(fn, "__qualname__", None) or type(fn).__name__
     module = getattr(fn, "__module__", None) or "__main__"
-    name = f"gradlab:{module}.{qualname}#override{next(_override_counter)}"
-    while name in _REGISTERED or _is_registered(name):
+    for _ in range(_MAX_NAME_ATTEMPTS):
         name = f"gradlab:{module}.{qualname}#override{next(_override_counter)}"
-    register_gradient(fn, name)
+        if name in _REGISTERED or _registry_state(name) == _TAKEN:
+            continue
+        if _try_register(fn, name):
+            break
+    else:
+        raise RuntimeError(
+            f"gradient_override found no free gradient-registry name for {qualname!r} in "
+            f"{_MAX_NAME_ATTEMPTS} attempts (TensorFlow's registry reports every candidate as "
+            "taken, which suggests its private API changed). Register the function yourself with "
+            "gradlab.register_gradient(fn, 'SomeUniqueName') and pass that name instead."
+        )
     if hashable:
         _OVERRIDE_NAMES[fn] = name
     return name
@@ -166,6 +207,64 @@ def _check_op_type(op_type: object) -> None:
     )
 
 
+def _tape_probe() -> Optional[tuple]:
+    """``(add_op_callback, remove_op_callback, gradient_types)`` from TensorFlow, or None.
+
+    Private TensorFlow APIs (measured on TF 2.21; tfdbg has used them since TF 2.2): op callbacks
+    see each op as it is built, and ``TFE_Py_TapeSetPossibleGradientTypes(inputs)`` is nonzero
+    when a ``GradientTape`` or ``ForwardAccumulator`` records an op on those inputs (TensorFlow's
+    own test). If they moved, None, and the tape check is skipped.
+    """
+    try:
+        from tensorflow.python import pywrap_tfe
+        from tensorflow.python.framework import op_callbacks
+
+        probe = (op_callbacks.add_op_callback, op_callbacks.remove_op_callback,
+                 pywrap_tfe.TFE_Py_TapeSetPossibleGradientTypes)
+    except Exception:  # the private API moved
+        return None
+    return probe if all(callable(f) for f in probe) else None
+
+
+def _tape_error(op_name: str, op_type: str) -> RuntimeError:
+    return RuntimeError(
+        f"gradient_override cannot change the gradient of op {op_name!r} (type {op_type!r}): a "
+        "tf.GradientTape (or tf.autodiff.ForwardAccumulator) is recording it, and tapes look "
+        "gradients up by op type, ignoring override maps, so the override would be silently "
+        "ignored. With a tape, use gradlab.map_gradient or tf.custom_gradient instead; to keep "
+        "gradient_override, differentiate with tf.gradients (inside the same tf.function, or in "
+        "a tf.Graph), and build these ops outside the tape or under `with tape.stop_recording():`."
+    )
+
+
+@contextlib.contextmanager
+def _refuse_recording_tapes(target: tf.Graph, op_types: Iterable[str]) -> Iterator[None]:
+    """Raises ``_tape_error`` as soon as an op of ``op_types`` is built in ``target`` under a tape."""
+    probe = _tape_probe()
+    if probe is None:
+        yield
+        return
+    add_callback, remove_callback, gradient_types = probe
+    op_types = frozenset(op_types)
+
+    def callback(op_type, inputs, attrs, outputs, op_name=None, graph=None):
+        if graph is not target or op_type not in op_types:
+            return None
+        try:
+            recorded = bool(gradient_types(list(inputs)))
+        except Exception:  # the private API changed: do not break the user's op
+            return None
+        if recorded:
+            raise _tape_error(op_name, op_type)
+        return None
+
+    add_callback(callback)
+    try:
+        yield
+    finally:
+        remove_callback(callback)
+
+
 @contextlib.contextmanager
 def gradient_override(mapping: Mapping[str, Union[str, GraphGradientFn]]) -> Iterator[Dict[str, str]]:
     """Overrides the gradient of op types created inside the block (graph mode / ``tf.function``).
@@ -178,14 +277,21 @@ def gradient_override(mapping: Mapping[str, Union[str, GraphGradientFn]]) -> Ite
 
     Which differentiation sees the override (measured on TensorFlow 2.21):
 
-    * ``tf.gradients`` in a ``tf.Graph`` or inside the same ``tf.function``: yes;
-    * a ``tf.GradientTape`` *outside* a ``tf.function`` that built the ops: yes (the function's
-      backward pass is built symbolically, like ``tf.gradients``);
-    * a ``tf.GradientTape`` opened *inside* the ``tf.function``: **no**, the tape looks gradients up
-      by op type and ignores override maps;
-    * eager ops: **no**, so this raises ``RuntimeError`` there.
+    * ``tf.gradients`` inside the same ``tf.function``, or in a ``tf.compat.v1`` ``tf.Graph``
+      (with a ``Session``): **yes**;
+    * a ``tf.GradientTape`` opened *outside* a ``tf.function`` that built the ops: **yes** (the
+      function's backward pass is built symbolically, like ``tf.gradients``), also when the
+      function was first traced under that tape;
+    * a ``tf.GradientTape`` (or ``tf.autodiff.ForwardAccumulator``) that records the ops, that is
+      one opened *inside* the ``tf.function`` (Keras' ``fit`` does this), or inside a
+      ``tf.Graph``, with or without ``jit_compile``: **no**, the tape looks gradients up by op
+      type. This raises ``RuntimeError`` when such an op is built; ops built under
+      ``tape.stop_recording()`` are not recorded, so they are fine for ``tf.gradients``;
+    * eager ops: **no**, so this raises ``RuntimeError`` on entering the block.
 
-    For tapes, prefer :func:`gradlab.map_gradient` or ``tf.custom_gradient``.
+    For tapes, use :func:`gradlab.map_gradient` or ``tf.custom_gradient``. The tape check relies
+    on private TensorFlow APIs (op callbacks and the tape set); if a future TensorFlow moves them,
+    it is skipped and a recording tape again ignores the override silently.
 
     Args:
       mapping: op type (``"Identity"``, ``"Relu"``...) -> registered name or gradient function.
@@ -194,10 +300,12 @@ def gradient_override(mapping: Mapping[str, Union[str, GraphGradientFn]]) -> Ite
       The resolved ``{op type: registered name}`` mapping.
 
     Raises:
-      RuntimeError: in eager mode, where TensorFlow silently ignores override maps. Build the ops
-        inside a ``tf.function`` or a ``tf.Graph`` instead.
+      RuntimeError: in eager mode, where TensorFlow silently ignores override maps (build the ops
+        inside a ``tf.function`` or a ``tf.Graph`` instead); or when an op of a mapped type is
+        built while a tape records it, which ignores override maps too.
       TypeError: if ``mapping`` is not a mapping, or a value is neither a string nor callable.
-      ValueError: if a key is not an op type (for instance ``"relu"``), or a name is not registered.
+      ValueError: if a key is not an op type (for instance ``"relu"``), or a name is not registered
+        (when TensorFlow's private registry cannot be read, a name is accepted unchecked).
 
     Example:
       >>> import tensorflow as tf, gradlab
@@ -224,7 +332,7 @@ def gradient_override(mapping: Mapping[str, Union[str, GraphGradientFn]]) -> Ite
     for op_type, gradient in mapping.items():
         _check_op_type(op_type)
         if isinstance(gradient, str):
-            if gradient not in _REGISTERED and not _is_registered(gradient):
+            if gradient not in _REGISTERED and _registry_state(gradient) == _FREE:
                 raise ValueError(
                     f"no gradient is registered under {gradient!r} (for op type {op_type!r}). "
                     "Register it first with gradlab.register_gradient(fn, name), or pass the "
@@ -238,5 +346,6 @@ def gradient_override(mapping: Mapping[str, Union[str, GraphGradientFn]]) -> Ite
                 f"the gradient for op type {op_type!r} must be a registered name or a function "
                 f"fn(op, *grads); got {type(gradient).__name__} {gradient!r}."
             )
-    with tf.compat.v1.get_default_graph().gradient_override_map(resolved):
+    graph = tf.compat.v1.get_default_graph()
+    with _refuse_recording_tapes(graph, resolved), graph.gradient_override_map(resolved):
         yield resolved

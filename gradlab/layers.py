@@ -14,13 +14,17 @@ ops read variables when the gradient is computed.
 """
 from __future__ import annotations
 
+import functools
+from typing import List, Optional, Tuple
+
 import keras
 import tensorflow as tf
 
 from gradlab import _validation as v
 from gradlab import ops
 
-__all__ = ["ScaleGradient", "ClipGradient", "ClipGradientNorm", "GradientReversal", "ReLUGradient", "with_relu_gradient"]
+__all__ = ["ScaleGradient", "ClipGradient", "ClipGradientNorm", "GradientReversal", "ReLUGradient",
+           "ReLUGradientActivation", "with_relu_gradient"]
 
 
 def _number(value, name: str, *, positive: bool = False) -> float:
@@ -204,35 +208,61 @@ class GradientReversal(_GradientLayer):
 _RELU_RULES = ("relu", "guided", "deconvnet", "leaky")
 
 
-def _relu_rule(rule: str, alpha: float):
-    """The backward rule ``(x, dy) -> dL/dx`` of a ReLU whose forward pass stays ``max(x, 0)``."""
-
-    def backward(x, dy):
-        dy = ops._dense(dy)              # an IndexedSlices upstream (tf.gather) is summed first
-        zero = tf.zeros_like(dy)
-        if rule == "relu":           # the true derivative: dy where x > 0
-            return tf.where(x > 0, dy, zero)
-        if rule == "guided":         # guided backpropagation: also only positive dy
-            return tf.where((x > 0) & (dy > 0), dy, zero)
-        if rule == "deconvnet":      # the deconvnet rule: ReLU applied to dy, whatever x was
-            return tf.nn.relu(dy)
-        return tf.where(x > 0, dy, tf.cast(alpha, dy.dtype) * dy)        # leaky gradient
-
-    def relu(x):
-        @tf.custom_gradient
-        def _relu(t):
-            return tf.nn.relu(t), lambda dy: backward(t, dy)
-        return _relu(x)
-
-    return relu
-
-
 def _check_rule(rule, alpha) -> float:
     if not isinstance(rule, str):
         raise TypeError(f"rule must be one of {', '.join(map(repr, _RELU_RULES))}; got {v._describe(rule)}.")
     if rule not in _RELU_RULES:
         raise ValueError(f"rule must be one of {', '.join(map(repr, _RELU_RULES))}; got {rule!r}.")
     return _number(alpha, "alpha")
+
+
+@keras.saving.register_keras_serializable(package="gradlab")
+class ReLUGradientActivation:
+    """The activation function of :class:`ReLUGradient`: ``max(x, 0)`` forward, ``rule`` backward.
+
+    What :func:`with_relu_gradient` puts in ``activation=`` of ``Dense``, ``Conv2D``... It is
+    registered serializable, so the rule survives ``model.save("m.keras")`` + ``load_model``.
+
+    Args:
+      rule: one of ``"relu"``, ``"guided"``, ``"deconvnet"``, ``"leaky"`` (see :class:`ReLUGradient`).
+      alpha: the slope of the leaky gradient where ``x <= 0`` (used by ``"leaky"`` only).
+
+    Example:
+      >>> import keras, gradlab
+      >>> relu = gradlab.layers.ReLUGradientActivation("deconvnet")
+      >>> keras.layers.Dense(2, activation=relu).get_config()["activation"]["config"]
+      {'rule': 'deconvnet', 'alpha': 0.01}
+    """
+
+    def __init__(self, rule: str = "guided", alpha: float = 0.01):
+        self.rule, self.alpha = rule, _check_rule(rule, alpha)
+
+    def _backward(self, x, dy):
+        dy = ops._dense(dy)          # an IndexedSlices upstream (tf.gather) is summed first
+        zero = tf.zeros_like(dy)
+        if self.rule == "relu":      # the true derivative: dy where x > 0
+            return tf.where(x > 0, dy, zero)
+        if self.rule == "guided":    # guided backpropagation: also only positive dy
+            return tf.where((x > 0) & (dy > 0), dy, zero)
+        if self.rule == "deconvnet":  # the deconvnet rule: ReLU applied to dy, whatever x was
+            return tf.nn.relu(dy)
+        return tf.where(x > 0, dy, tf.cast(self.alpha, dy.dtype) * dy)        # leaky gradient
+
+    def __call__(self, x):
+        @tf.custom_gradient
+        def relu(t):
+            return tf.nn.relu(t), lambda dy: self._backward(t, dy)
+        return relu(x)
+
+    def get_config(self) -> dict:
+        return {"rule": self.rule, "alpha": self.alpha}
+
+    @classmethod
+    def from_config(cls, config: dict) -> "ReLUGradientActivation":
+        return cls(**config)
+
+    def __repr__(self) -> str:
+        return f"ReLUGradientActivation(rule={self.rule!r}, alpha={self.alpha!r})"
 
 
 @keras.saving.register_keras_serializable(package="gradlab")
@@ -264,9 +294,8 @@ class ReLUGradient(keras.layers.Layer):
 
     def __init__(self, rule: str = "guided", alpha: float = 0.01, **kwargs):
         super().__init__(**kwargs)
-        self.alpha = _check_rule(rule, alpha)
-        self.rule = rule
-        self._relu = _relu_rule(rule, self.alpha)
+        self._relu = ReLUGradientActivation(rule, alpha)
+        self.rule, self.alpha = rule, self._relu.alpha
         self.supports_masking = True
 
     def call(self, inputs):
@@ -279,25 +308,108 @@ class ReLUGradient(keras.layers.Layer):
         return {**super().get_config(), "rule": self.rule, "alpha": self.alpha}
 
 
-def _is_plain_relu_layer(layer) -> bool:
+# The plain ReLUs. keras.ops.nn.relu, tf.keras.activations.relu and tf.compat.v1.nn.relu are the
+# same objects as these (Keras 3.15, TF 2.21); tf.raw_ops.Relu takes keyword arguments only.
+def _plain_relus() -> tuple:
+    return (keras.activations.relu, keras.ops.relu, tf.nn.relu)
+
+
+def _is_replaceable(fn) -> bool:
+    return isinstance(fn, ReLUGradientActivation) or any(fn is relu for relu in _plain_relus())
+
+
+def _name_of(fn) -> str:
+    if isinstance(fn, functools.partial):
+        args = [repr(a) for a in fn.args] + [f"{k}={value!r}" for k, value in fn.keywords.items()]
+        return f"functools.partial({', '.join([_name_of(fn.func), *args])})"
+    module, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None) or type(fn).__name__
+    return f"{module}.{name}" if module else name
+
+
+def _builds_a_relu_op(fn) -> bool:
+    """Whether ``fn`` (a lambda, a function of yours...) builds a Relu, Relu6 or LeakyRelu op."""
+    try:
+        spec = tf.TensorSpec([2, 2], tf.float32)
+        graph_def = tf.function(lambda x: fn(x)).get_concrete_function(spec).graph.as_graph_def()
+    except Exception:  # it does not run on a float32 matrix: nothing to tell
+        return False
+    nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
+    return any(node.op in ("Relu", "Relu6", "LeakyRelu") for node in nodes)
+
+
+def _relu_variant(fn) -> Optional[str]:
+    """Why ``fn`` is a ReLU that with_relu_gradient cannot replace, or None if it is not one."""
+    if _is_replaceable(fn):
+        return None
+    inner = fn
+    while isinstance(inner, functools.partial):  # functools.wraps keeps __name__ and __module__
+        inner = inner.func
+    if "relu" in (getattr(inner, "__name__", None) or type(inner).__name__).lower():
+        return f"{_name_of(fn)}, a ReLU variant or a ReLU with arguments"
+    module = (getattr(inner, "__module__", None) or "").split(".")[0]
+    if module not in ("keras", "tensorflow") and _builds_a_relu_op(fn):
+        return f"{_name_of(fn)}, which builds a ReLU op"
+    return None
+
+
+def _holders(layer) -> List[object]:
+    """``layer`` and what calls activations for it: RNN cells, the layers wrapped by a wrapper."""
+    subs = [getattr(layer, a, None) for a in ("cell", "layer", "forward_layer", "backward_layer")]
+    subs += list(getattr(layer, "cells", None) or ())
+    return [layer] + [h for sub in subs if isinstance(sub, keras.layers.Layer) and sub is not layer
+                      for h in _holders(sub)]
+
+
+def _relu_sites(layer) -> Tuple[bool, List[Tuple[int, str]]]:
+    """(replace ``layer`` by a ReLUGradient?, [(holder index, attribute)] of ReLU activations to swap).
+
+    Raises ValueError, naming the layer, for a ReLU that cannot be replaced.
+    """
+    def refuse(what: str):
+        return ValueError(
+            f"layer {layer.name!r} ({type(layer).__name__}) {what}: with_relu_gradient replaces only "
+            "the plain max(x, 0) (activation='relu', keras.activations.relu, keras.ops.relu, "
+            "tf.nn.relu, keras.layers.ReLU() with default arguments), so this ReLU would keep its "
+            "plain gradient. Use one of those in the model, or put gradlab.layers.ReLUGradient(rule) "
+            "in it yourself."
+        )
+
+    if isinstance(layer, ReLUGradient):
+        return True, []
     if isinstance(layer, keras.layers.ReLU):
         config = layer.get_config()
-        if config.get("max_value") is not None or config.get("negative_slope", 0.0) or config.get("threshold", 0.0):
-            raise ValueError(
-                f"layer {layer.name!r} is a ReLU with max_value/negative_slope/threshold set; "
-                "with_relu_gradient replaces only the plain max(x, 0)."
-            )
-        return True
-    return isinstance(layer, keras.layers.Activation) and layer.activation is keras.activations.relu
+        defaults = {"max_value": None, "negative_slope": 0.0, "threshold": 0.0}
+        set_ = [f"{k}={config.get(k)!r}" for k, default in defaults.items() if config.get(k, default) != default]
+        if set_:
+            raise refuse(f"is a ReLU with {', '.join(set_)}")
+        return True, []
+    if isinstance(layer, (keras.layers.LeakyReLU, keras.layers.PReLU)):
+        raise refuse(f"is a {type(layer).__name__} layer")
+    sites, whole = [], isinstance(layer, (keras.layers.Activation, keras.layers.Lambda))
+    for index, holder in enumerate(_holders(layer)):
+        for attr in ("activation", "recurrent_activation", "function" if whole else "activation"):
+            fn = vars(holder).get(attr)  # an instance attribute: a property (LSTM) reads its cell's
+            if fn is None:
+                continue
+            why = _relu_variant(fn)
+            if why is not None:
+                raise refuse(f"has {attr}={why}")
+            if _is_replaceable(fn):
+                sites.append((index, attr))
+    return (True, []) if whole and sites else (False, sites)
 
 
 def with_relu_gradient(model, rule: str = "guided", *, alpha: float = 0.01):
     """A copy of ``model`` whose every ReLU sends ``rule``'s gradient back; forward outputs unchanged.
 
-    Replaces ``activation="relu"`` of any layer (``Dense``, ``Conv2D``...), standalone
-    ``keras.layers.ReLU()`` and ``Activation("relu")`` layers, in nested models too, by a ReLU with
-    the backward ``rule`` of :class:`ReLUGradient`. The copy has the same weights (copied, not
-    shared) and gives bitwise the same outputs; ``model`` itself is left untouched. Useful for
+    Replaces every plain ReLU, in nested models too: an ``activation`` (or
+    ``recurrent_activation``, also of RNN cells and wrapped layers) that is ``"relu"``,
+    ``keras.activations.relu``, ``keras.ops.relu`` or ``tf.nn.relu`` becomes a
+    :class:`ReLUGradientActivation`; a ``keras.layers.ReLU()`` with default arguments, an
+    ``Activation`` or ``Lambda`` of one of those, or a :class:`ReLUGradient` becomes a
+    :class:`ReLUGradient` of ``rule``. The copy has the same weights (copied, not shared), gives bitwise the same outputs,
+    and keeps its rule through ``save("m.keras")`` + ``load_model``; ``model`` is left untouched.
+    A ReLU that cannot be replaced is refused rather than left with its plain gradient. Useful for
     guided backpropagation or deconvnet saliency on a model you did not write.
 
     Args:
@@ -310,8 +422,12 @@ def with_relu_gradient(model, rule: str = "guided", *, alpha: float = 0.01):
 
     Raises:
       TypeError: ``model`` is not a Keras model, or ``rule`` is not a string.
-      ValueError: an unknown ``rule``, an unbuilt or subclassed model, or a ReLU layer with
-        ``max_value``, ``negative_slope`` or ``threshold`` set.
+      ValueError: an unknown ``rule``, an unbuilt or subclassed model, or a ReLU that cannot be
+        replaced (the message names the layer): ``keras.layers.ReLU`` with ``max_value``,
+        ``negative_slope`` or ``threshold`` set, ``LeakyReLU``, ``PReLU``, an activation whose
+        name says ReLU (``"relu6"``, ``"leaky_relu"``, a ``functools.partial`` of ``relu``), or a
+        function of yours (a lambda, a ``Lambda`` layer's...) that builds a ``Relu``, ``Relu6`` or
+        ``LeakyRelu`` op.
 
     Example:
       >>> import keras, numpy as np, gradlab
@@ -328,23 +444,25 @@ def with_relu_gradient(model, rule: str = "guided", *, alpha: float = 0.01):
     if not model.built:
         raise ValueError(f"model {model.name!r} is not built: call it on data or give it an Input first.")
 
-    def check(layers):                # refuse parametrised ReLUs before cloning anything
+    def check(layers):                # refuse ReLUs that cannot be replaced before cloning anything
         for layer in layers:
             if isinstance(layer, keras.Model):
                 check(layer.layers)
             else:
-                _is_plain_relu_layer(layer)
+                _relu_sites(layer)
 
     check(model.layers)
 
     def clone(layer):
         if isinstance(layer, keras.Model):
             return with_relu_gradient(layer, rule, alpha=alpha)
-        if _is_plain_relu_layer(layer):
+        whole, sites = _relu_sites(layer)
+        if whole:
             return ReLUGradient(rule, alpha=alpha, name=layer.name)
         new = layer.__class__.from_config(layer.get_config())
-        if getattr(layer, "activation", None) is keras.activations.relu:
-            new.activation = _relu_rule(rule, alpha)
+        holders = _holders(new)
+        for index, attr in sites:
+            setattr(holders[index], attr, ReLUGradientActivation(rule, alpha))
         return new
 
     try:

@@ -90,6 +90,8 @@ def test_book_has_a_page_per_notebook_and_the_whole_api():
     for path in NOTEBOOKS:
         page = (BOOK / "notebooks" / f"{path.stem}.html").read_text()
         assert f"urlpath=lab/tree/notebooks/{path.name}" in page, f"{path.stem}: no Binder launch button"
+        colab = f"https://colab.research.google.com/github/gradlab/gradlab/blob/main/notebooks/{path.name}"
+        assert colab in page, f"{path.stem}: no Colab launch button"
         assert f"/blob/main/notebooks/{path.name}" in page, f"{path.stem}: no link to its source"
     import gradlab
     import gradlab.layers

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 
 import numpy as np
 import pytest
@@ -249,13 +250,197 @@ def test_a_tape_outside_the_tf_function_sees_the_override():
     assert float(tape.gradient(y, x)) == 5.0
 
 
-def test_a_tape_inside_the_tf_function_ignores_the_override():
-    @tf.function
-    def gradient(x):
+def _override_by_tape_inside_a_function(x):
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        with gradlab.gradient_override({"Identity": times(5.0)}):
+            y = tf.identity(x)
+    return tape.gradient(y, x)
+
+
+def _override_by_tape_opened_inside_the_block(x):
+    with gradlab.gradient_override({"Identity": times(5.0)}):
         with tf.GradientTape() as tape:
             tape.watch(x)
-            with gradlab.gradient_override({"Identity": times(5.0)}):
-                y = tf.identity(x)
+            y = tf.identity(x)
         return tape.gradient(y, x)
 
-    assert float(gradient(tf.constant(1.0))) == 1.0  # why the docstring recommends map_gradient
+
+def _override_by_forward_accumulator(x):
+    with tf.autodiff.ForwardAccumulator(x, tf.ones_like(x)) as accumulator:
+        with gradlab.gradient_override({"Identity": times(5.0)}):
+            y = tf.identity(x)
+    return accumulator.jvp(y)
+
+
+def _override_by_tape_on_a_variable(x):
+    variable = tf.Variable(1.0)  # a fresh function per test, so created at the first trace only
+    with tf.GradientTape() as tape:
+        with gradlab.gradient_override({"Identity": times(5.0)}):
+            y = tf.identity(variable * x)
+    return tape.gradient(y, variable)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["tf.function", "xla"])
+@pytest.mark.parametrize(
+    "body",
+    [_override_by_tape_inside_a_function, _override_by_tape_opened_inside_the_block,
+     _override_by_forward_accumulator, _override_by_tape_on_a_variable],
+    ids=["tape inside the function", "tape inside the block", "forward accumulator", "variable"],
+)
+def test_a_tape_recording_the_ops_is_refused(body, jit_compile):
+    """Each of these gave 1.0, the plain gradient, with no warning: the tape ignores the map."""
+    with pytest.raises(RuntimeError, match=r"gradient_override cannot change the gradient of op "
+                       r"'Identity\w*' \(type 'Identity'\): a tf.GradientTape .* is recording it"):
+        tf.function(body, jit_compile=jit_compile)(tf.constant(1.0))
+
+
+def test_a_tape_in_a_tf1_graph_is_refused():
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [])
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            with pytest.raises(RuntimeError, match="is recording it"):
+                with gradlab.gradient_override({"Identity": times(5.0)}):
+                    tf.identity(x)
+
+
+def _honoured_tf_gradients(x):
+    with gradlab.gradient_override({"Identity": times(5.0)}):
+        y = tf.identity(x)
+    return tf.gradients(y, x)[0]
+
+
+def _honoured_under_stop_recording(x):
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        with tape.stop_recording(), gradlab.gradient_override({"Identity": times(5.0)}):
+            y = tf.identity(x)
+    return tf.gradients(y, x)[0]
+
+
+def _honoured_tape_outside_the_inner_function(x):
+    @tf.function
+    def inner(t):
+        with gradlab.gradient_override({"Identity": times(5.0)}):
+            return tf.identity(t)
+
+    with tf.GradientTape() as tape:  # records the call of `inner`, whose backward is symbolic
+        tape.watch(x)
+        y = inner(x)
+    return tape.gradient(y, x)
+
+
+@pytest.mark.parametrize(
+    "body", [_honoured_tf_gradients, _honoured_under_stop_recording, _honoured_tape_outside_the_inner_function],
+    ids=["tf.gradients", "ops under stop_recording", "tape outside a nested tf.function"],
+)
+def test_cases_that_honour_the_override_still_work(body):
+    assert float(tf.function(body)(tf.constant(1.0))) == 5.0
+
+
+def test_a_function_traced_under_an_outer_tape_still_honours_the_override():
+    """The outer tape is active while the function is traced, but does not record its ops."""
+
+    @tf.function
+    def forward(x):
+        with gradlab.gradient_override({"Identity": times(5.0)}):
+            y = tf.identity(x)
+        return y, tf.gradients(y, x)[0]
+
+    x = tf.constant(1.0)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y, inner_gradient = forward(x)  # traced here, under the tape
+    assert float(inner_gradient) == 5.0 and float(tape.gradient(y, x)) == 5.0
+
+
+def test_an_outer_eager_tape_and_a_tf1_graph_honour_the_override():
+    with tf.GradientTape():
+        graph = tf.Graph()
+        with graph.as_default():
+            x = tf.compat.v1.placeholder(tf.float32, [])
+            with gradlab.gradient_override({"Identity": times(5.0)}):
+                y = tf.identity(x)
+            (gradient,) = tf.gradients(y, x)
+            with tf.compat.v1.Session(graph=graph) as session:
+                assert session.run(gradient, {x: 1.0}) == 5.0
+
+
+def test_without_the_private_tape_api_the_tape_check_is_skipped(monkeypatch):
+    """The documented fallback: nothing breaks, and the tape ignores the override as TF does."""
+    import gradlab.graph
+
+    monkeypatch.setattr(gradlab.graph, "_tape_probe", lambda: None)
+    assert float(tf.function(_override_by_tape_inside_a_function)(tf.constant(1.0))) == 1.0
+
+
+# ------------------------------------------------------------------------------------------------
+# Without TensorFlow's private registry API: no name refused wrongly, no endless loop
+# ------------------------------------------------------------------------------------------------
+
+
+def finishes_within(seconds: float, fn):
+    """fn(), run in a daemon thread: a test failure, not a hung session, if it loops forever."""
+    outcome = {}
+
+    def run():
+        try:
+            outcome["value"] = fn()
+        except BaseException as error:  # noqa: BLE001 - re-raised in the test's thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still running after {seconds} s: an unbounded loop"
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+@pytest.fixture
+def registry_lookup_missing(monkeypatch):
+    """TensorFlow without ``ops._gradient_registry`` (a private name it plans to clean up).
+
+    tf.gradients and tf.RegisterGradient use the public-in-module ``gradient_registry`` and keep
+    working; eager tapes read the private name, so these tests differentiate with tf.gradients.
+    """
+    from tensorflow.python.framework import ops as tf_ops
+
+    monkeypatch.delattr(tf_ops, "_gradient_registry")
+
+
+def test_register_gradient_without_the_private_registry_api(registry_lookup_missing):
+    name = unique("NoLookup")
+    assert gradlab.register_gradient(times(5.0), name) == name
+    assert identity_gradient_in_function(name) == 5.0
+    assert gradlab.register_gradient(times(6.0), name) == name  # gradlab's own name: replaced
+    assert identity_gradient_in_function(name) == 6.0
+    with pytest.raises(ValueError, match="name 'Relu' already names a gradient that gradlab did not"):
+        gradlab.register_gradient(times(1.0), "Relu")  # TensorFlow's KeyError, caught
+    taken = unique("ByTensorFlowNoLookup")
+    tf.RegisterGradient(taken)(times(1.0))
+    with pytest.raises(ValueError, match="did not register"):
+        gradlab.register_gradient(times(2.0), taken)
+
+
+def test_gradient_override_of_a_function_without_the_private_registry_api(registry_lookup_missing):
+    assert finishes_within(60, lambda: identity_gradient_in_function(times(7.0))) == 7.0
+    assert finishes_within(60, lambda: identity_gradient_in_function(lambda op, grad: -grad)) == -1.0
+
+
+def test_a_registry_that_reports_every_name_taken_gives_up_after_bounded_attempts(monkeypatch):
+    from tensorflow.python.framework import ops as tf_ops
+
+    class EverythingTaken:
+        calls = 0
+
+        def lookup(self, name):
+            EverythingTaken.calls += 1
+            return times(1.0)
+
+    monkeypatch.setattr(tf_ops, "_gradient_registry", EverythingTaken())
+    with pytest.raises(RuntimeError, match=r"found no free gradient-registry name .* in 100 attempts"):
+        finishes_within(60, lambda: identity_gradient_in_function(times(8.0)))
+    assert EverythingTaken.calls <= 101

@@ -2,6 +2,8 @@
 mode and for every upstream form; a model's copy with its ReLUs swapped leaves the original alone."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -156,4 +158,146 @@ def test_relu_gradient_layer_survives_keras_saving(tmp_path):
 
 
 def test_the_public_api_lists_them():
-    assert {"ReLUGradient", "with_relu_gradient"} <= set(gradlab.layers.__all__)
+    assert {"ReLUGradient", "ReLUGradientActivation", "with_relu_gradient"} <= set(gradlab.layers.__all__)
+
+
+# ------------------------------------------------------------------------------------------------
+# Every spelling of a plain ReLU is replaced; a ReLU that cannot be is refused, never left plain
+# ------------------------------------------------------------------------------------------------
+
+X_ROW = np.array([[-2.0, -0.5, 0.5, 2.0]], np.float32)
+DY_ROW = np.array([[1.0, -1.0, 2.0, -3.0]], np.float32)
+PLAIN_SPELLINGS = {
+    "Dense tf.nn.relu": lambda: keras.layers.Dense(4, activation=tf.nn.relu, kernel_initializer="identity"),
+    "Dense keras.ops.relu": lambda: keras.layers.Dense(4, activation=keras.ops.relu, kernel_initializer="identity"),
+    "Dense keras.ops.nn.relu": lambda: keras.layers.Dense(4, activation=keras.ops.nn.relu, kernel_initializer="identity"),
+    "Dense tf.keras.activations.relu": lambda: keras.layers.Dense(
+        4, activation=tf.keras.activations.relu, kernel_initializer="identity"),
+    "Dense 'relu'": lambda: keras.layers.Dense(4, activation="relu", kernel_initializer="identity"),
+    "Activation(tf.nn.relu)": lambda: keras.layers.Activation(tf.nn.relu),
+    "Activation(keras.ops.relu)": lambda: keras.layers.Activation(keras.ops.relu),
+    "Activation('relu')": lambda: keras.layers.Activation("relu"),
+    "ReLU()": lambda: keras.layers.ReLU(),
+    "Lambda(tf.nn.relu)": lambda: keras.layers.Lambda(tf.nn.relu),
+    "TimeDistributed(Dense tf.nn.relu)": lambda: keras.Sequential(
+        [keras.layers.Reshape((1, 4)),
+         keras.layers.TimeDistributed(keras.layers.Dense(4, activation=tf.nn.relu, kernel_initializer="identity"))]),
+    "SimpleRNN 'relu'": lambda: keras.Sequential(
+        [keras.layers.Reshape((1, 4)),
+         keras.layers.SimpleRNN(4, activation="relu", kernel_initializer="identity", use_bias=False)]),
+}
+
+
+@pytest.mark.parametrize("spelling", sorted(PLAIN_SPELLINGS))
+def test_every_spelling_of_a_plain_relu_gets_the_rule(spelling):
+    """Deconvnet sends max(dy, 0) back whatever x was; the plain ReLU sends dy · 1[x > 0]."""
+    model = keras.Sequential([keras.Input((4,)), PLAIN_SPELLINGS[spelling]()])
+    copy = with_relu_gradient(model, "deconvnet")
+    np.testing.assert_array_equal(_input_gradient(model, X_ROW, DY_ROW), [[0.0, 0.0, 2.0, -3.0]])
+    np.testing.assert_array_equal(_input_gradient(copy, X_ROW, DY_ROW), [[1.0, 0.0, 2.0, 0.0]])
+    assert np.array_equal(model(X_ROW), copy(X_ROW))
+
+
+def _capped(x):  # its name does not say ReLU, its graph does
+    return keras.activations.relu(x, max_value=6.0)
+
+
+IRREPLACEABLE = {
+    "ReLU(max_value=6)": (lambda: keras.layers.ReLU(max_value=6.0), r"is a ReLU with max_value=6\.0"),
+    "ReLU(negative_slope)": (lambda: keras.layers.ReLU(negative_slope=0.1), r"is a ReLU with negative_slope=0\.1"),
+    "ReLU(threshold)": (lambda: keras.layers.ReLU(threshold=0.5), r"is a ReLU with threshold=0\.5"),
+    "ReLU(max_value=0)": (lambda: keras.layers.ReLU(max_value=0.0), r"is a ReLU with max_value=0\.0"),
+    "LeakyReLU": (lambda: keras.layers.LeakyReLU(), r"is a LeakyReLU layer"),
+    "PReLU": (lambda: keras.layers.PReLU(), r"is a PReLU layer"),
+    "partial": (lambda: keras.layers.Activation(functools.partial(tf.keras.activations.relu, max_value=6.0)),
+                r"has activation=functools\.partial\(.*relu, max_value=6\.0\), a ReLU variant"),
+    "lambda": (lambda: keras.layers.Activation(lambda t: tf.nn.relu(t)), r"has activation=.*<lambda>, which builds a ReLU op"),
+    "Lambda doing more": (lambda: keras.layers.Lambda(lambda t: 2.0 * tf.nn.relu(t)),
+                          r"has function=.*<lambda>, which builds a ReLU op"),
+    "a function of yours": (lambda: keras.layers.Dense(4, activation=_capped),
+                            r"has activation=.*_capped, which builds a ReLU op"),
+    "relu6": (lambda: keras.layers.Dense(4, activation="relu6"), r"has activation=.*relu6, a ReLU variant"),
+    "leaky_relu": (lambda: keras.layers.Activation("leaky_relu"), r"has activation=.*\.leaky_relu, a ReLU variant"),
+    "tf.nn.relu6": (lambda: keras.layers.Activation(tf.nn.relu6), r"has activation=.*\.relu6, a ReLU variant"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(IRREPLACEABLE))
+def test_a_relu_that_cannot_be_replaced_is_refused_naming_the_layer(case):
+    make, message = IRREPLACEABLE[case]
+    layer = make()
+    model = keras.Sequential([keras.Input((4,)), layer])
+    with pytest.raises(ValueError, match=rf"layer '{layer.name}' \({type(layer).__name__}\) {message}.*"
+                       r"Use one of those in the model, or put gradlab\.layers\.ReLUGradient\(rule\)"):
+        with_relu_gradient(model, "guided")
+
+
+def test_other_activations_are_left_alone():
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4, activation="tanh"),
+                              keras.layers.Activation("sigmoid"), keras.layers.Dense(2)])
+    copy = with_relu_gradient(model, "deconvnet")
+    assert [layer.activation for layer in copy.layers] == [layer.activation for layer in model.layers]
+    np.testing.assert_array_equal(_input_gradient(copy, X_ROW, [[1.0, -1.0]]),
+                                  _input_gradient(model, X_ROW, [[1.0, -1.0]]))
+
+
+def test_a_copy_can_be_given_another_rule():
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4, activation="relu", kernel_initializer="identity"),
+                              keras.layers.ReLU()])
+    back = with_relu_gradient(with_relu_gradient(model, "deconvnet"), "relu")
+    np.testing.assert_array_equal(_input_gradient(back, X_ROW, DY_ROW), _input_gradient(model, X_ROW, DY_ROW))
+
+
+# ------------------------------------------------------------------------------------------------
+# The copy keeps its rule through a .keras file
+# ------------------------------------------------------------------------------------------------
+
+RULES = [("relu", 0.01), ("guided", 0.01), ("deconvnet", 0.01), ("leaky", 0.25)]
+
+
+@pytest.mark.parametrize("rule, alpha", RULES, ids=[rule for rule, _ in RULES])
+def test_the_copy_keeps_its_rule_through_a_keras_file(rule, alpha, tmp_path):
+    """Before: deconvnet gave [[2, 2, 2]] before saving and [[0, 0, 0]] after loading, silently."""
+    model = _model()
+    x = np.random.default_rng(2).standard_normal((6, 3)).astype(np.float32)
+    copy = with_relu_gradient(model, rule, alpha=alpha)
+    before = _input_gradient(copy, x, [[1.0, -1.0]])
+    copy.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras")
+    activation = loaded.get_layer("dense_string").activation
+    assert isinstance(activation, gradlab.layers.ReLUGradientActivation)
+    assert (activation.rule, activation.alpha) == (rule, alpha)
+    np.testing.assert_array_equal(_input_gradient(loaded, x, [[1.0, -1.0]]), before)
+    assert np.array_equal(loaded(x), copy(x))
+
+
+def test_the_deconvnet_measurement_of_the_review(tmp_path):
+    inputs = keras.Input((3,))
+    model = keras.Model(inputs, keras.layers.Dense(3, activation="relu", kernel_initializer="identity",
+                                                   use_bias=False)(inputs))
+    copy = with_relu_gradient(model, "deconvnet")
+    x = -np.ones((1, 3), np.float32)
+    np.testing.assert_array_equal(_input_gradient(copy, x, [[2.0, 2.0, 2.0]]), [[2.0, 2.0, 2.0]])
+    copy.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras")
+    np.testing.assert_array_equal(_input_gradient(loaded, x, [[2.0, 2.0, 2.0]]), [[2.0, 2.0, 2.0]])
+
+
+@pytest.mark.parametrize("rule, alpha", RULES, ids=[rule for rule, _ in RULES])
+def test_relu_gradient_layer_round_trips_every_rule(rule, alpha, tmp_path):
+    inputs = keras.Input((5,))
+    model = keras.Model(inputs, ReLUGradient(rule, alpha=alpha)(inputs))
+    model.save(tmp_path / "m.keras")
+    loaded = keras.saving.load_model(tmp_path / "m.keras")
+    assert (loaded.layers[-1].rule, loaded.layers[-1].alpha) == (rule, alpha)
+    dy = UPSTREAMS["mixed signs"][None]
+    np.testing.assert_array_equal(_input_gradient(loaded, X[None], dy), expected(rule, X, dy[0], alpha)[None])
+
+
+def test_relu_gradient_activation_validates_and_serialises():
+    relu = gradlab.layers.ReLUGradientActivation("leaky", alpha=0.5)
+    assert relu.get_config() == {"rule": "leaky", "alpha": 0.5}
+    again = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(relu))
+    assert isinstance(again, gradlab.layers.ReLUGradientActivation) and again.get_config() == relu.get_config()
+    with pytest.raises(ValueError, match="rule must be one of"):
+        gradlab.layers.ReLUGradientActivation("guidded")

@@ -54,22 +54,22 @@ def check_exercise_1(build_model) -> bool:
     return True
 
 
-def check_exercise_2(clip_forward) -> bool:
+def check_exercise_2(clipped_backward) -> bool:
     """Checks a keras.ops.custom_gradient body: forward x, backward clip(upstream, -0.1, 0.1),
     with a grad function that accepts both grad(upstream) and grad(*args, upstream=...)."""
     x = tf.constant([[0.3, -1.2, 2.0]])
     dy = tf.constant([[0.05, -0.4, 2.0]])
     expected = np.clip(dy.numpy(), -0.1, 0.1)
     try:
-        value, grad = clip_forward(x)
+        value, grad = clipped_backward(x)
     except Exception as exc:  # a learner's answer may raise anything; report it, never crash
         try:
-            uses_identity = "ops.identity(" in inspect.getsource(clip_forward)
+            uses_identity = "ops.identity(" in inspect.getsource(clipped_backward)
         except (OSError, TypeError):
             uses_identity = False
         hint = ("\nHint: keras.ops.identity(n) builds an n x n identity matrix from an integer n; "
                 "keras.ops.copy(x) returns x." if uses_identity else "")
-        print(f"Not yet: clip_forward(x) raised {type(exc).__name__}.{hint}")
+        print(f"Not yet: clipped_backward(x) raised {type(exc).__name__}.{hint}")
         return False
     value = keras.ops.convert_to_numpy(value)
     if value.shape != tuple(x.shape) or not np.array_equal(value, x.numpy()):
@@ -88,7 +88,7 @@ def check_exercise_2(clip_forward) -> bool:
                   f"expected clip(upstream, -0.1, 0.1) = {expected}.")
             return False
     inputs = keras.Input(shape=(3,))
-    model = keras.Model(inputs, keras.layers.Lambda(keras.ops.custom_gradient(clip_forward))(inputs))
+    model = keras.Model(inputs, keras.layers.Lambda(keras.ops.custom_gradient(clipped_backward))(inputs))
     try:
         with tf.GradientTape() as tape:
             tape.watch(x)

@@ -56,7 +56,7 @@ def _saliency(forward, weights, images, labels, relus):
     images = tf.convert_to_tensor(images)
     with tf.GradientTape() as tape:
         tape.watch(images)
-        score = tf.reduce_sum(forward(weights, images, relus) * tf.one_hot(labels, 10))
+        score = tf.reduce_sum(forward(weights, images, relus) * tf.one_hot(labels, 10, dtype=images.dtype))
     return tape.gradient(score, images).numpy()[..., 0]
 
 
