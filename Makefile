@@ -21,12 +21,13 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # JupyterLab refuses to run as root unless told to.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab lint test test-notebooks test-library install execute book bench bench-explorer clean help
+.PHONY: lab lint test test-notebooks test-library test-versions install execute book bench bench-explorer clean help
 
 help:
 	@echo "make lab    - install (once) and start JupyterLab on notebooks/ at 127.0.0.1"
 	@echo "make test   - install (once) and run the whole suite: ruff, gradlab's tests + nbval on every notebook"
 	@echo "make test-library - gradlab's unit tests from its wheel, on the oldest supported and the pinned TensorFlow"
+	@echo "make test-versions [VERSIONS='tf2.16 tf2.19-colab'] - every notebook (nbval-lax) on each stack in tools/versions/, incl. a Colab emulation"
 	@echo "make execute [NB=notebooks/NN_name.ipynb] - re-run notebooks in place (maintainers)"
 	@echo "make book   - build the static site (build/book/index.html) from the notebooks as stored, with the API reference"
 	@echo "make bench  - what each technique costs: training-step ratios to a baseline, import cost, notebook times"
@@ -81,6 +82,13 @@ test-library: install
 	PYTHON=$(PYTHON) tools/test_library.sh $(TF_OLDEST)
 	PYTHON=$(PYTHON) tools/test_library.sh $(TF_PINNED)
 
+# Every notebook (errors and asserts: nbval-lax) on each TensorFlow stack pinned in tools/versions/
+# (TF 2.16 / Keras 3.3.3 / NumPy 1.26, the workbook's pins, and a Colab emulation with TF 2.19), in
+# environments kept in .venv-versions/ and rebuilt when a pin file changes (tools/test_versions.sh).
+VERSIONS ?=
+test-versions: install
+	PYTHON=$(PYTHON) tools/test_versions.sh $(VERSIONS)
+
 # Re-execute notebooks in place as one clean top-to-bottom run (maintainers: after editing one).
 NB ?= $(sort $(wildcard notebooks/*.ipynb))
 execute: install
@@ -110,4 +118,4 @@ bench-explorer: install
 	$(PY) benchmarks/explorer_latency.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) .venv-versions .pytest_cache .hypothesis build *.egg-info

@@ -16,11 +16,11 @@ gradlab runs on TensorFlow 2.16 to 2.21 with Keras 3 and does not install Tensor
 the build you have (``tensorflow``, ``tensorflow-cpu`` or a GPU build); importing it with another
 TensorFlow, or none, raises an ``ImportError`` that says what to install.
 
-Importing gradlab imports TensorFlow and nothing else heavy: ``gradlab.layers`` (Keras) is loaded
-on first use, and so are the plotting and widget helpers. It changes no global state; in
+Importing gradlab imports TensorFlow and adds only gradlab's own core modules: ``gradlab.layers``
+(Keras layers) is loaded on first use, and so are the plotting and widget helpers. It changes no global state; in
 particular it does not silence TensorFlow's C++ logging. To do that, set
 ``TF_CPP_MIN_LOG_LEVEL=2`` and ``TF_ENABLE_ONEDNN_OPTS=0`` in the environment *before* the first
-``import tensorflow`` (the notebooks do this in their setup cell).
+``import tensorflow`` (the notebooks' setup cell, ``workbook.setup()``, does this).
 """
 from __future__ import annotations
 
