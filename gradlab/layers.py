@@ -310,12 +310,11 @@ class ReLUGradient(keras.layers.Layer):
 
 # The plain ReLUs. keras.ops.nn.relu, tf.keras.activations.relu and tf.compat.v1.nn.relu are the
 # same objects as these (Keras 3.15, TF 2.21); tf.raw_ops.Relu takes keyword arguments only.
-def _plain_relus() -> tuple:
-    return (keras.activations.relu, keras.ops.relu, tf.nn.relu)
+_PLAIN_RELUS = (keras.activations.relu, keras.ops.relu, tf.nn.relu)
 
 
 def _is_replaceable(fn) -> bool:
-    return isinstance(fn, ReLUGradientActivation) or any(fn is relu for relu in _plain_relus())
+    return isinstance(fn, ReLUGradientActivation) or any(fn is relu for relu in _PLAIN_RELUS)
 
 
 def _name_of(fn) -> str:
@@ -386,8 +385,9 @@ def _relu_sites(layer) -> Tuple[bool, List[Tuple[int, str]]]:
     if isinstance(layer, (keras.layers.LeakyReLU, keras.layers.PReLU)):
         raise refuse(f"is a {type(layer).__name__} layer")
     sites, whole = [], isinstance(layer, (keras.layers.Activation, keras.layers.Lambda))
+    attrs = ("activation", "recurrent_activation") + (("function",) if whole else ())
     for index, holder in enumerate(_holders(layer)):
-        for attr in ("activation", "recurrent_activation", "function" if whole else "activation"):
+        for attr in attrs:
             fn = vars(holder).get(attr)  # an instance attribute: a property (LSTM) reads its cell's
             if fn is None:
                 continue
