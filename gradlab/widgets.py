@@ -692,7 +692,7 @@ def scale_explorer(factor: float = 0.5, *, fn=tf.tanh, **kwargs) -> Explorer:
     """Explores :func:`gradlab.scale_gradient`: a slider for ``factor`` in [-2, 2].
 
     ``y = fn(scale_gradient(x, factor))``: the forward value is ``fn(x)``, the gradient
-    ``factor * fn'(x)``; ``0`` stops it, a negative factor reverses it.
+    ``factor * fn'(x)``; ``0`` sends back zeros, a negative factor reverses it.
 
     Args:
       factor: the initial factor, in [-2, 2].

@@ -63,7 +63,7 @@ def test_exercise_1_does_not_crash_on_a_raising_answer(capsys):
 @pytest.mark.parametrize("answer", [2.0, 2, np.float32(2.0), tf.constant(2.0)])
 def test_exercise_2_accepts_the_prediction(answer, capsys):
     assert check_exercise_2(answer) is True
-    assert capsys.readouterr().out.startswith("Correct! dy/dx = 2.0")
+    assert capsys.readouterr().out.startswith("Correct! dL/dx = 2.0")
 
 
 @pytest.mark.parametrize("answer, message", [

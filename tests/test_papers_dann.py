@@ -1,4 +1,4 @@
-"""notebooks/papers/dann.py: the data, the ramp and the training behind notebook 03's reproduction."""
+"""notebooks/papers/dann.py: the data, the ramp and the training behind notebook 12's reproduction."""
 from __future__ import annotations
 
 import numpy as np

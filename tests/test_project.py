@@ -2,6 +2,7 @@
 stored as clean runs, and `make lab` really serves the workbook."""
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import json
 import os
@@ -188,6 +189,22 @@ def test_ci_script_runs_make_test():
     assert "set -euo pipefail" in commands
 
 
+def test_ci_checks_other_cpus_one_core_and_every_tensorflow_stack():
+    """Stored outputs under oneDNN capped at AVX2 and SSE4.1 and on one core; every pinned stack run."""
+    script = (ROOT / ".ci" / "run").read_text()
+    commands = [line.strip() for line in script.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    for command in ("taskset -c 0 make test-notebooks", "ONEDNN_MAX_CPU_ISA=AVX2 make test-notebooks",
+                    "ONEDNN_MAX_CPU_ISA=SSE41 make test-notebooks", "make test-versions"):
+        assert command in commands, f".ci/run does not run {command!r}"
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text())
+    runs = "\n".join(step.get("run", "") for job in workflow["jobs"].values() for step in job["steps"])
+    for command in ("taskset -c 0 make test-notebooks", "ONEDNN_MAX_CPU_ISA=AVX2 make test-notebooks",
+                    "ONEDNN_MAX_CPU_ISA=SSE41 make test-notebooks", "make test-versions"):
+        assert command in runs, f"the GitHub workflow does not run {command!r}"
+    legs = {p.stem for p in (ROOT / "tools" / "versions").glob("*.txt")}
+    assert set(workflow["jobs"]["versions"]["strategy"]["matrix"]["leg"]) == legs, "a pinned stack has no CI leg"
+
+
 def test_readme_shows_the_two_commands_binder_conda_and_every_notebook():
     readme = (ROOT / "README.md").read_text()
     assert "make lab" in readme and "make test" in readme
@@ -283,22 +300,21 @@ def test_every_notebook_opens_on_colab_from_its_title_cell_and_from_the_readme()
         assert row.endswith(f"| {badge} |"), f"README: the row of {path.stem} has no Colab badge"
 
 
-#: The start of every notebook's first code cell: on Colab (or when GRADLAB_COLAB=1 forces it) it
-#: clones the workbook, installs gradlab without touching the TensorFlow there, and puts the
-#: exercises and papers helpers on sys.path; elsewhere it does nothing.
-COLAB_BLOCK = """import os
+#: Every notebook's first code cell, stored collapsed (JupyterLab shows its first line): on Colab (or
+#: when GRADLAB_COLAB=1 forces it) it clones the workbook, installs gradlab without touching the
+#: TensorFlow there, and puts the workbook's helper modules on sys.path; elsewhere it does nothing.
+COLAB_CELL = """# Colab only: fetch the workbook and install gradlab into Colab's TensorFlow (elsewhere: nothing)
+import os
 import sys
 
-if "google.colab" in sys.modules or os.environ.get("GRADLAB_COLAB") == "1":   # on Colab only: get gradlab
+if "google.colab" in sys.modules or os.environ.get("GRADLAB_COLAB") == "1":
     repo = os.environ.get("GRADLAB_REPO", "https://github.com/gradlab/gradlab")
     if not os.path.isdir("gradlab-workbook"):
         !git clone -q {repo} gradlab-workbook
     %pip install -q "./gradlab-workbook[notebook]"
-    sys.path.insert(0, os.path.abspath("gradlab-workbook/notebooks"))   # the exercises and papers helpers
-
-import workbook
-
-workbook.setup()"""
+    sys.path.insert(0, os.path.abspath("gradlab-workbook/notebooks"))   # the workbook's helper modules"""
+#: The setup, one line, opens the second code cell (notebooks/workbook.py; notebook 00 explains it).
+SETUP_LINE = "import workbook; workbook.setup()"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -307,11 +323,15 @@ def test_notebook_follows_the_skeleton(path):
     markdown = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     for heading in ("Learning objectives", "Run time", "Setup", "Exercise", "Summary"):
         assert re.search(heading, markdown, re.I), f"{path.name} has no '{heading}' part"
-    setup = next("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
-    # The shared setup (notebooks/workbook.py: log level, threads, seed) runs before TensorFlow loads,
-    # after the Colab-only install, and the same way in every notebook.
-    assert setup.startswith(COLAB_BLOCK), f"{path.name}'s first code cell does not start with the Colab block"
-    assert setup.index("workbook.setup()") < setup.index("import tensorflow")
+    colab, setup = ("".join(c["source"]) for c in [c for c in nb["cells"] if c["cell_type"] == "code"][:2])
+    # The Colab-only install comes first, collapsed; then the shared setup (notebooks/workbook.py: log
+    # level, threads, seed) in one line, before TensorFlow loads, the same way in every notebook.
+    first = next(c for c in nb["cells"] if c["cell_type"] == "code")
+    assert colab == COLAB_CELL, f"{path.name}'s first code cell is not the Colab cell"
+    assert first["metadata"].get("jupyter", {}).get("source_hidden") is True and "colab" in first["metadata"].get("tags", []), (
+        f"{path.name}: the Colab cell is not stored collapsed with the tag 'colab'; run make execute")
+    assert setup.splitlines()[0].startswith(SETUP_LINE), f"{path.name}'s second code cell does not start with {SETUP_LINE!r}"
+    assert "import tensorflow" not in colab, f"{path.name}: the Colab cell imports TensorFlow before the setup"
     # At least two exercises, each solution stored collapsed (source and output hidden in JupyterLab)
     # and still executed by nbval (tag `solution`), announced by the markdown cell before it.
     cells = nb["cells"]
@@ -463,11 +483,12 @@ def test_every_ledger_row_links_to_existing_notebooks(where):
 
 
 def test_readme_notebook_table_follows_the_sequence():
-    """The README lists the notebooks in their order, under the core path, topics and appendix."""
+    """The README lists the notebooks in their order, under the core path, topics and appendix
+    (the topic notebooks 04-09 and 12 come before the appendix, 10 and 11)."""
     readme = (ROOT / "README.md").read_text()
     table = readme[readme.index("## The notebooks"):readme.index("## The claims ledger")]
     listed = re.findall(r"\(notebooks/(\d\d_\w+\.ipynb)\)", table)
-    assert listed == [p.name for p in NOTEBOOKS]
+    assert listed == [p.name for p in sorted(NOTEBOOKS, key=lambda p: (p.name[:2] in ("10", "11"), p.name))]
     for part in ("Core path", "Topic", "Appendix"):
         assert part.lower() in table.lower(), f"the README's notebook table has no '{part}' part"
 
@@ -543,3 +564,87 @@ def test_legacy_tf1_code_lives_in_the_appendix(path):
             if cell["cell_type"] == "code" and api in source:
                 # Elsewhere a legacy call is a labelled one-cell comparison, never a recipe to copy.
                 assert "legacy" in source.lower(), f"{path.name} cell {index} runs {api} without a LEGACY label"
+
+
+def _python(source: str) -> str:
+    """A code cell's source as plain Python: IPython's `!shell` and `%magic` lines become `pass`."""
+    return "\n".join(re.sub(r"^(\s*)[!%].*$", r"\1pass", line) for line in source.splitlines())
+
+
+def _bound_names(tree) -> set:
+    """The names a cell binds at its top level (defs, classes, assignments, imports, loop targets)."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        else:
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                    names.add(sub.id)
+                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                    break
+    return names
+
+
+def _check_calls(tree) -> list:
+    """(checker, names passed to it) for every top-level call of a `check_...` function."""
+    calls = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id.startswith("check"):
+            args = [a for a in list(node.args) + [k.value for k in node.keywords]]
+            calls.append((node.func.id, {n.id for a in args for n in ast.walk(a) if isinstance(n, ast.Name)}))
+    return calls
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_solutions_check_under_their_own_names_and_keep_the_learners_work(path):
+    """After Run All, the learner's attempt is still in force and its self-check reported on it.
+
+    A solution cell binds only names no other cell binds (the convention: the learner's name plus
+    ``_solution``), and checks them with the same self-check that the exercise cell calls on the
+    learner's own definition.
+    """
+    cells = json.loads(path.read_text())["cells"]
+    code = [(i, c) for i, c in enumerate(cells) if c["cell_type"] == "code"]
+    trees = {i: ast.parse(_python("".join(c["source"]))) for i, c in code}
+    is_solution = {i: "solution" in c["metadata"].get("tags", []) for i, c in code}
+    learner_names = set().union(*(_bound_names(trees[i]) for i, _ in code if not is_solution[i]))
+    for i, _ in code:
+        if not is_solution[i]:
+            continue
+        clash = _bound_names(trees[i]) & learner_names
+        assert not clash, (f"{path.name}: the solution in cell {i} redefines {sorted(clash)}, which the "
+                           "learner's cells define: name it <name>_solution so that Run All keeps the learner's work")
+        exercise = max(j for j, _ in code if j < i and not is_solution[j])
+        checked = {name for name, _ in _check_calls(trees[exercise])}
+        solution_checks = _check_calls(trees[i])
+        assert solution_checks, f"{path.name}: the solution in cell {i} runs no self-check"
+        for name, _ in solution_checks:
+            assert name in checked, (f"{path.name}: the solution in cell {i} calls {name}, but the exercise cell "
+                                     f"{exercise} before it does not call it on the learner's definition")
+        solution_names = {n for s in is_solution if is_solution[s] for n in _bound_names(trees[s])}
+        for name, args in _check_calls(trees[exercise]):
+            assert not args & solution_names, (
+                f"{path.name}: the self-check {name} in cell {exercise} is called on a solution's name")
+
+
+def test_the_ledgers_name_every_tensorflow_stack_their_verdicts_were_checked_on():
+    """The claims ledger says on which stacks `make test-versions` checked each verdict (issue 20)."""
+    stacks = []
+    for pins in sorted((ROOT / "tools" / "versions").glob("*.txt")):
+        text = pins.read_text()
+        if "-r ../../requirements.txt" in text:
+            text = (ROOT / "requirements.txt").read_text()
+        found = {}
+        for package, version in re.findall(r"^(tensorflow(?:-cpu)?|keras)==([\d.]+)", text, re.M):
+            found.setdefault(package, version)       # the first pin (the workbook's platform and Python)
+        stacks.append((found.get("tensorflow-cpu") or found["tensorflow"], found["keras"]))
+    readme = (ROOT / "README.md").read_text()
+    for ledger in (readme[readme.index("## The claims ledger"):readme.index("## The package")], _reference_ledger()):
+        flat = " ".join(ledger.split())
+        for tf_version, keras_version in stacks:
+            assert f"TensorFlow {tf_version} with Keras {keras_version}" in flat or (
+                f"TensorFlow {tf_version}" in flat and f"Keras {keras_version}" in flat), (tf_version, keras_version)
+        assert "make test-versions" in flat

@@ -4,7 +4,8 @@ A code cell tagged ``solution`` gets ``metadata.jupyter.source_hidden`` and
 ``metadata.jupyter.outputs_hidden`` set, so JupyterLab shows it collapsed until the learner clicks
 it; nbval still executes it. A collapsed cell still shows its *first line* as a placeholder, so a
 solution must start with a comment, not with the answer: ``# Solution to exercise N`` is added
-where it is missing. ``tests/test_project.py`` checks that every solution is stored so.
+where it is missing. ``tests/test_project.py`` checks that every solution is stored so. The
+Colab-only install cell (tag ``colab``, the first code cell) is stored with its source collapsed.
 Usage: python tools/hide_solutions.py notebooks/NN_name.ipynb [...]
 """
 import sys
@@ -15,6 +16,11 @@ for path in sys.argv[1:]:
     notebook = nbformat.read(path, as_version=4)
     changed = number = 0
     for cell in notebook.cells:
+        if cell.cell_type == "code" and "colab" in cell.metadata.get("tags", []):
+            # The Colab-only install cell: collapsed too, its first line says what it is.
+            if not cell.metadata.setdefault("jupyter", {}).get("source_hidden"):
+                cell.metadata["jupyter"]["source_hidden"] = True
+                changed += 1
         if cell.cell_type == "code" and "solution" in cell.metadata.get("tags", []):
             number += 1
             hidden = cell.metadata.setdefault("jupyter", {})

@@ -77,7 +77,7 @@ def check_exercise_1(scale_and_clip) -> bool:
 
 
 def check_exercise_2(your_answer) -> bool:
-    """Checks a prediction of dy/dx at x = 0 for ``y = gradlab.clip_gradient(2 sin x, -1, 1)``."""
+    """Checks a prediction of dL/dx at x = 0 for ``L = gradlab.clip_gradient(2 sin x, -1, 1)``."""
     if your_answer is None:
         print("Not yet: set your_answer to a number first.")
         return False
@@ -93,11 +93,11 @@ def check_exercise_2(your_answer) -> bool:
     x = tf.constant(0.0)
     with tf.GradientTape() as tape:
         tape.watch(x)
-        y = gradlab.clip_gradient(2.0 * tf.sin(x), -1.0, 1.0)
-    truth = float(tape.gradient(y, x))
+        L = gradlab.clip_gradient(2.0 * tf.sin(x), -1.0, 1.0)
+    truth = float(tape.gradient(L, x))
     if np.isclose(answer, truth):
-        print(f"Correct! dy/dx = {truth:.1f}. The clip is the last op, so the first gradient it sees "
-              "is the starting dy/dy = 1.0,\nalready inside [-1, 1]: it passes unchanged, and "
+        print(f"Correct! dL/dx = {truth:.1f}. The clip is the last op, so the first gradient it sees "
+              "is the starting dL/dL = 1.0,\nalready inside [-1, 1]: it passes unchanged, and "
               "2 sin(x) then multiplies it by 2 cos(0) = 2.")
         return True
     if np.isclose(answer, 1.0):

@@ -1,4 +1,4 @@
-"""Domain-adversarial training (Ganin & Lempitsky, 2015) on two moons, for notebook 03.
+"""Domain-adversarial training (Ganin & Lempitsky, 2015) on two moons, for notebook 12.
 
 The source domain is scikit-learn's two moons with labels; the target domain is new moons rotated
 by 35 degrees about their centre, without labels (the toy problem of the paper's journal version,
