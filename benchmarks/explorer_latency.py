@@ -78,10 +78,10 @@ def measure_kernel(updates: int) -> dict:
         explorer.compute(factor=-1.3)
         compute.append((time.perf_counter() - start) * 1e3)
         start = time.perf_counter()
-        explorer._render()
+        explorer.renderer.render()
         render.append((time.perf_counter() - start) * 1e3)
     print(f"kernel: {explorer.tracing_count()} trace(s) for {updates} updates; PNG "
-          f"{len(explorer.image.value) / 1024:.0f} KiB, {explorer._pixel_size()[0]}x{explorer._pixel_size()[1]} px")
+          f"{len(explorer.image.value) / 1024:.0f} KiB, {explorer.renderer.pixel_size[0]}x{explorer.renderer.pixel_size[1]} px")
     stats = summary("kernel: one slider update", total)
     summary("kernel:   of which compute (tf)", compute)
     summary("kernel:   of which blit + PNG", render)

@@ -2,7 +2,7 @@
 
 The public API:
 
-* ops (identity forward, modified backward): :func:`map_gradient`, :func:`scale_gradient`,
+* ops (the forward value kept, the backward pass modified): :func:`map_gradient`, :func:`scale_gradient`,
   :func:`clip_gradient`, :func:`clip_gradient_norm`, :func:`reverse_gradient`,
   :func:`straight_through`, :func:`surrogate_step`;
 * graph-mode overrides without the traps: :func:`register_gradient`, :func:`gradient_override`;
@@ -10,7 +10,14 @@ The public API:
 * probes (record the gradient that flows through a tensor, eagerly, in ``tf.function`` and XLA):
   :class:`GradientProbe`;
 * Keras layers: :mod:`gradlab.layers` (``ScaleGradient``, ``ClipGradient``, ``ClipGradientNorm``,
-  ``GradientReversal``).
+  ``GradientReversal``: the ops as layers; ``ReLUGradient``, ``ReLUGradientActivation`` and
+  ``with_relu_gradient``: a ReLU whose gradient follows another rule);
+* with ``gradlab[notebook]``: :mod:`gradlab.plots` (forward value beside gradient, per-layer
+  gradient norms, computation graphs) and :mod:`gradlab.widgets` (explorers: sliders that redraw
+  a modified gradient in place).
+
+Each module's ``__all__`` is the list; ``tests/test_public_api.py`` checks that this docstring, the
+README's table and ``docs/api.md`` name every entry.
 
 gradlab runs on TensorFlow 2.16 to 2.21 with Keras 3 and does not install TensorFlow itself: it uses
 the build you have (``tensorflow``, ``tensorflow-cpu`` or a GPU build); importing it with another
@@ -35,33 +42,20 @@ _import_tensorflow()
 
 from gradlab.checking import GradientCheck, check_gradient
 from gradlab.graph import gradient_override, register_gradient
-from gradlab.ops import (
-    clip_gradient,
-    clip_gradient_norm,
-    map_gradient,
-    reverse_gradient,
-    scale_gradient,
-    straight_through,
-    surrogate_step,
-)
+from gradlab import ops
+from gradlab.ops import *  # noqa: F403  (the ops, exactly ops.__all__)
 from gradlab.probes import GradientProbe
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "map_gradient",
-    "scale_gradient",
-    "clip_gradient",
-    "clip_gradient_norm",
-    "reverse_gradient",
-    "straight_through",
-    "surrogate_step",
+    *ops.__all__,
     "register_gradient",
     "gradient_override",
     "check_gradient",
     "GradientCheck",
     "GradientProbe",
-    "layers",
+    "layers",  # noqa: F405  (a lazy submodule: __getattr__ below)
 ]
 
 _LAZY_SUBMODULES = ("layers", "plots", "widgets")

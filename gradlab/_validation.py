@@ -1,5 +1,8 @@
 """Argument checks shared by gradlab's public functions (private module).
 
+Its names are public to the package (``describe``, ``scalar``, ``check_figsize``...): every gradlab
+module calls them, and none of gradlab reaches into another module's ``_private`` names.
+
 Every check raises at call time with a message that names the argument, shows the bad value and
 says what to pass instead, so that a learner's kernel never fails later with an obscure error from
 deep inside TensorFlow.
@@ -32,7 +35,14 @@ def is_variable(value: Any) -> bool:
     return isinstance(keras_variable, type) and isinstance(value, keras_variable)
 
 
-def _describe(value: Any) -> str:
+def describe(value: Any) -> str:
+    """A value for an error message: its type and a repr cut to 60 characters.
+
+    Example:
+      >>> from gradlab._validation import describe
+      >>> describe("tanh"), describe(list(range(30)))
+      ("str 'tanh'", 'list [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16...')
+    """
     text = repr(value)
     if len(text) > 60:
         text = text[:57] + "..."
@@ -56,17 +66,17 @@ def as_float_tensor(value: Any, name: str) -> tf.Tensor:
     if isinstance(keras_tensor, type) and isinstance(value, keras_tensor):
         raise TypeError(
             f"{name} is a KerasTensor, a symbolic input of a functional Keras model; gradlab ops run "
-            "on real tensors. In a model use a layer (gradlab.layers.ScaleGradient, ClipGradient, "
-            "ClipGradientNorm, GradientReversal), or call the op inside your own layer's call()."
+            "on real tensors. In a model use the layer that wraps the op (gradlab.layers.ScaleGradient, "
+            "ClipGradient, ClipGradientNorm, GradientReversal), or call the op inside your own layer's call()."
         )
     if isinstance(value, (str, bytes)) or value is None:
-        raise TypeError(f"{name} must be a floating-point tensor, array or list; got {_describe(value)}.")
+        raise TypeError(f"{name} must be a floating-point tensor, array or list; got {describe(value)}.")
     try:
         tensor = tf.convert_to_tensor(value)
     except (TypeError, ValueError) as err:
         raise TypeError(
             f"{name} must be a floating-point tensor, NumPy array or list of floats; "
-            f"got {_describe(value)}, which TensorFlow cannot convert ({err})."
+            f"got {describe(value)}, which TensorFlow cannot convert ({err})."
         ) from None
     if tensor.dtype not in FLOAT_DTYPES:
         raise TypeError(
@@ -86,7 +96,7 @@ def _static_scalar(value: Any, name: str) -> float | None:
             return float(value)
         except OverflowError:  # an int beyond the float range
             raise ValueError(
-                f"{name} must be finite; got {_describe(value)}, beyond the range of a float."
+                f"{name} must be finite; got {describe(value)}, beyond the range of a float."
             ) from None
     if isinstance(value, np.ndarray):
         if value.ndim != 0:
@@ -109,7 +119,7 @@ def _static_scalar(value: Any, name: str) -> float | None:
         constant = tf.get_static_value(value)
         return None if constant is None else float(constant)
     raise TypeError(
-        f"{name} must be a real number, a scalar tensor or a tf.Variable; got {_describe(value)}."
+        f"{name} must be a real number, a scalar tensor or a tf.Variable; got {describe(value)}."
     )
 
 
@@ -193,6 +203,20 @@ def run_time_order_check(clip_min: Any, clip_max: Any) -> List[tf.Operation]:
                                 name="check_clip_order")]
 
 
+def check_figsize(figsize: Any) -> None:
+    """Raises ``ValueError`` unless ``figsize`` is ``(width, height)``: two positive finite numbers."""
+    ok = (
+        isinstance(figsize, (tuple, list)) and len(figsize) == 2
+        and all(isinstance(s, numbers.Real) and not isinstance(s, bool) and math.isfinite(s) and s > 0
+                for s in figsize)
+    )
+    if not ok:
+        raise ValueError(
+            f"figsize must be (width, height) in inches, two positive numbers; got {figsize!r}."
+        )
+
+
 def check_callable(fn: Any, name: str) -> None:
+    """Raises ``TypeError`` naming ``name`` unless ``fn`` is callable."""
     if not callable(fn):
-        raise TypeError(f"{name} must be callable (a function); got {_describe(fn)}.")
+        raise TypeError(f"{name} must be callable (a function); got {describe(fn)}.")

@@ -181,11 +181,11 @@ def check_gradient(
         if value is not None:
             v.scalar(value, name, positive=True)
     if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral):
-        raise TypeError(f"seed must be an int; got {v._describe(seed)}.")
+        raise TypeError(f"seed must be an int; got {v.describe(seed)}.")
     if seed < 0:
         raise ValueError(f"seed must be >= 0; got {seed!r}.")
     if isinstance(order, (bool, np.bool_)) or not isinstance(order, numbers.Integral):
-        raise TypeError(f"order must be an int, 1 or 2; got {v._describe(order)}.")
+        raise TypeError(f"order must be an int, 1 or 2; got {v.describe(order)}.")
     if order not in (1, 2):
         raise ValueError(f"order must be 1 (the gradient) or 2 (also the gradient's gradient); got {order!r}.")
     default_rtol, default_atol = _TOLERANCES[x.dtype]

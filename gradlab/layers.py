@@ -14,12 +14,12 @@ ops read variables when the gradient is computed.
 """
 from __future__ import annotations
 
-import functools
-from typing import List, Optional, Tuple
+from typing import List, Tuple
 
 import keras
 import tensorflow as tf
 
+from gradlab import _relu_sites
 from gradlab import _validation as v
 from gradlab import ops
 
@@ -38,7 +38,7 @@ def _number(value, name: str, *, positive: bool = False) -> float:
     if number is None:
         raise TypeError(
             f"{name} of a gradlab layer must be a number known when the layer is created (it is "
-            f"saved in the layer's config); got {v._describe(value)}. To change it during "
+            f"saved in the layer's config); got {v.describe(value)}. To change it during "
             "training, call the op on a variable in your own layer instead, e.g. "
             "gradlab.reverse_gradient(x, self.factor) with self.factor = self.add_weight(..., "
             "trainable=False)."
@@ -210,7 +210,7 @@ _RELU_RULES = ("relu", "guided", "deconvnet", "leaky")
 
 def _check_rule(rule, alpha) -> float:
     if not isinstance(rule, str):
-        raise TypeError(f"rule must be one of {', '.join(map(repr, _RELU_RULES))}; got {v._describe(rule)}.")
+        raise TypeError(f"rule must be one of {', '.join(map(repr, _RELU_RULES))}; got {v.describe(rule)}.")
     if rule not in _RELU_RULES:
         raise ValueError(f"rule must be one of {', '.join(map(repr, _RELU_RULES))}; got {rule!r}.")
     return _number(alpha, "alpha")
@@ -238,7 +238,7 @@ class ReLUGradientActivation:
         self.rule, self.alpha = rule, _check_rule(rule, alpha)
 
     def _backward(self, x, dy):
-        dy = ops._dense(dy)          # an IndexedSlices upstream (tf.gather) is summed first
+        dy = tf.convert_to_tensor(dy)  # an IndexedSlices upstream (tf.gather) is summed first
         zero = tf.zeros_like(dy)
         if self.rule == "relu":      # the true derivative: dy where x > 0
             return tf.where(x > 0, dy, zero)
@@ -308,95 +308,13 @@ class ReLUGradient(keras.layers.Layer):
         return {**super().get_config(), "rule": self.rule, "alpha": self.alpha}
 
 
-# The plain ReLUs. keras.ops.nn.relu, tf.keras.activations.relu and tf.compat.v1.nn.relu are the
-# same objects as these (Keras 3.15, TF 2.21); tf.raw_ops.Relu takes keyword arguments only.
-_PLAIN_RELUS = (keras.activations.relu, keras.ops.relu, tf.nn.relu)
-
-
 def _is_replaceable(fn) -> bool:
-    return isinstance(fn, ReLUGradientActivation) or any(fn is relu for relu in _PLAIN_RELUS)
+    return isinstance(fn, ReLUGradientActivation) or _relu_sites.is_plain_relu(fn)
 
 
-def _name_of(fn) -> str:
-    if isinstance(fn, functools.partial):
-        args = [repr(a) for a in fn.args] + [f"{k}={value!r}" for k, value in fn.keywords.items()]
-        return f"functools.partial({', '.join([_name_of(fn.func), *args])})"
-    module, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None) or type(fn).__name__
-    return f"{module}.{name}" if module else name
-
-
-def _builds_a_relu_op(fn) -> bool:
-    """Whether ``fn`` (a lambda, a function of yours...) builds a Relu, Relu6 or LeakyRelu op."""
-    try:
-        spec = tf.TensorSpec([2, 2], tf.float32)
-        graph_def = tf.function(lambda x: fn(x)).get_concrete_function(spec).graph.as_graph_def()
-    except Exception:  # it does not run on a float32 matrix: nothing to tell
-        return False
-    nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
-    return any(node.op in ("Relu", "Relu6", "LeakyRelu") for node in nodes)
-
-
-def _relu_variant(fn) -> Optional[str]:
-    """Why ``fn`` is a ReLU that with_relu_gradient cannot replace, or None if it is not one."""
-    if _is_replaceable(fn):
-        return None
-    inner = fn
-    while isinstance(inner, functools.partial):  # functools.wraps keeps __name__ and __module__
-        inner = inner.func
-    if "relu" in (getattr(inner, "__name__", None) or type(inner).__name__).lower():
-        return f"{_name_of(fn)}, a ReLU variant or a ReLU with arguments"
-    module = (getattr(inner, "__module__", None) or "").split(".")[0]
-    if module not in ("keras", "tensorflow") and _builds_a_relu_op(fn):
-        return f"{_name_of(fn)}, which builds a ReLU op"
-    return None
-
-
-def _holders(layer) -> List[object]:
-    """``layer`` and what calls activations for it: RNN cells, the layers wrapped by a wrapper."""
-    subs = [getattr(layer, a, None) for a in ("cell", "layer", "forward_layer", "backward_layer")]
-    subs += list(getattr(layer, "cells", None) or ())
-    return [layer] + [h for sub in subs if isinstance(sub, keras.layers.Layer) and sub is not layer
-                      for h in _holders(sub)]
-
-
-def _relu_sites(layer) -> Tuple[bool, List[Tuple[int, str]]]:
-    """(replace ``layer`` by a ReLUGradient?, [(holder index, attribute)] of ReLU activations to swap).
-
-    Raises ValueError, naming the layer, for a ReLU that cannot be replaced.
-    """
-    def refuse(what: str):
-        return ValueError(
-            f"layer {layer.name!r} ({type(layer).__name__}) {what}: with_relu_gradient replaces only "
-            "the plain max(x, 0) (activation='relu', keras.activations.relu, keras.ops.relu, "
-            "tf.nn.relu, keras.layers.ReLU() with default arguments), so this ReLU would keep its "
-            "plain gradient. Use one of those in the model, or put gradlab.layers.ReLUGradient(rule) "
-            "in it yourself."
-        )
-
-    if isinstance(layer, ReLUGradient):
-        return True, []
-    if isinstance(layer, keras.layers.ReLU):
-        config = layer.get_config()
-        defaults = {"max_value": None, "negative_slope": 0.0, "threshold": 0.0}
-        set_ = [f"{k}={config.get(k)!r}" for k, default in defaults.items() if config.get(k, default) != default]
-        if set_:
-            raise refuse(f"is a ReLU with {', '.join(set_)}")
-        return True, []
-    if isinstance(layer, (keras.layers.LeakyReLU, keras.layers.PReLU)):
-        raise refuse(f"is a {type(layer).__name__} layer")
-    sites, whole = [], isinstance(layer, (keras.layers.Activation, keras.layers.Lambda))
-    attrs = ("activation", "recurrent_activation") + (("function",) if whole else ())
-    for index, holder in enumerate(_holders(layer)):
-        for attr in attrs:
-            fn = vars(holder).get(attr)  # an instance attribute: a property (LSTM) reads its cell's
-            if fn is None:
-                continue
-            why = _relu_variant(fn)
-            if why is not None:
-                raise refuse(f"has {attr}={why}")
-            if _is_replaceable(fn):
-                sites.append((index, attr))
-    return (True, []) if whole and sites else (False, sites)
+def _sites_in(layer) -> Tuple[bool, List[Tuple[int, str]]]:
+    """(replace ``layer`` by a ReLUGradient?, [(holder index, attribute)] of activations to swap)."""
+    return (True, []) if isinstance(layer, ReLUGradient) else _relu_sites.relu_sites(layer, _is_replaceable)
 
 
 def with_relu_gradient(model, rule: str = "guided", *, alpha: float = 0.01):
@@ -439,7 +357,7 @@ def with_relu_gradient(model, rule: str = "guided", *, alpha: float = 0.01):
       True
     """
     if not isinstance(model, keras.Model):
-        raise TypeError(f"model must be a Keras model; got {v._describe(model)}.")
+        raise TypeError(f"model must be a Keras model; got {v.describe(model)}.")
     alpha = _check_rule(rule, alpha)
     if not model.built:
         raise ValueError(f"model {model.name!r} is not built: call it on data or give it an Input first.")
@@ -449,18 +367,18 @@ def with_relu_gradient(model, rule: str = "guided", *, alpha: float = 0.01):
             if isinstance(layer, keras.Model):
                 check(layer.layers)
             else:
-                _relu_sites(layer)
+                _sites_in(layer)
 
     check(model.layers)
 
     def clone(layer):
         if isinstance(layer, keras.Model):
             return with_relu_gradient(layer, rule, alpha=alpha)
-        whole, sites = _relu_sites(layer)
+        whole, sites = _sites_in(layer)
         if whole:
             return ReLUGradient(rule, alpha=alpha, name=layer.name)
         new = layer.__class__.from_config(layer.get_config())
-        holders = _holders(new)
+        holders = _relu_sites.holders(new)
         for index, attr in sites:
             setattr(holders[index], attr, ReLUGradientActivation(rule, alpha))
         return new

@@ -1,9 +1,12 @@
 """Gradient-modifying ops: the forward pass stays exactly as it is, the backward pass changes.
 
-Every op here is an identity (or, for :func:`surrogate_step`, a step function) in the forward pass
-and applies a rule to the upstream gradient ``dy`` in the backward pass. They accept tensors, NumPy
-arrays and Python lists of floats, keep float16, bfloat16, float32 and float64, and work eagerly,
-inside ``tf.function`` and with ``jit_compile=True``.
+Every op here computes its forward value with ordinary TensorFlow ops and applies a rule to the
+upstream gradient ``dy`` in the backward pass. Five are the identity in the forward pass
+(:func:`map_gradient`, :func:`scale_gradient`, :func:`clip_gradient`, :func:`clip_gradient_norm`,
+:func:`reverse_gradient`); :func:`straight_through` returns ``forward`` bitwise and sends the
+gradient through ``backward``; :func:`surrogate_step` is the step ``1[x > 0]`` with a triangular
+surrogate gradient. They accept tensors, NumPy arrays and Python lists of floats, keep float16,
+bfloat16, float32 and float64, and work eagerly, inside ``tf.function`` and with ``jit_compile=True``.
 
 The upstream gradient may arrive as a ``tf.IndexedSlices`` (when the op's output is read by
 ``tf.gather`` or an ``Embedding``; an index can repeat, and then its slices add up). Every op gives
@@ -294,19 +297,17 @@ def reverse_gradient(x, factor: Scalar = 1.0) -> tf.Tensor:
       factor: a finite real number, scalar tensor or ``tf.Variable`` (often ramped up in training).
 
     Returns:
-      A tensor equal to ``x``.
+      A tensor equal to ``x``: ``scale_gradient(x, -factor)``.
 
     Raises:
-      TypeError: if ``x`` is not floating-point or ``factor`` is not a real number.
-      ValueError: if ``factor`` is not finite or not a scalar.
+      TypeError, ValueError: as :func:`scale_gradient`, naming ``factor``.
 
     Example:
       >>> import tensorflow as tf, gradlab
-      >>> x = tf.constant(2.0)
+      >>> w = tf.Variable(2.0)                      # a variable: the tape watches it already
       >>> with tf.GradientTape() as tape:
-      ...     tape.watch(x)
-      ...     y = 3.0 * gradlab.reverse_gradient(x, 0.5)
-      >>> float(y), float(tape.gradient(y, x))
+      ...     y = 3.0 * gradlab.reverse_gradient(w, 0.5)
+      >>> float(y), float(tape.gradient(y, w))
       (6.0, -1.5)
     """
     factor = v.scalar(factor, "factor")
@@ -354,16 +355,12 @@ def straight_through(forward, backward) -> tf.Tensor:
     forward = v.as_float_tensor(forward, "forward")
     backward = v.as_float_tensor(backward, "backward")
     if forward.dtype != backward.dtype:
-        raise TypeError(
-            f"forward and backward must have one dtype; got forward {forward.dtype.name} and "
-            f"backward {backward.dtype.name}. Cast one of them."
-        )
+        got = f"got forward {forward.dtype.name} and backward {backward.dtype.name}"
+        raise TypeError(f"forward and backward must have one dtype; {got}. Cast one of them.")
     if not forward.shape.is_compatible_with(backward.shape):
-        raise ValueError(
-            f"forward and backward must have one shape; got forward {forward.shape} and backward "
-            f"{backward.shape}. The gradient of backward has backward's shape, so it cannot carry "
-            "forward's gradient unless the shapes agree (broadcast explicitly first)."
-        )
+        got = f"got forward {forward.shape} and backward {backward.shape}"
+        raise ValueError(f"forward and backward must have one shape; {got}. The gradient of backward has backward's "
+                         "shape, so it cannot carry forward's gradient unless the shapes agree (broadcast explicitly first).")
     value = tf.stop_gradient(forward)
 
     @tf.custom_gradient

@@ -85,7 +85,7 @@ def _check_name(name: object) -> str:
     if not isinstance(name, str):
         raise TypeError(
             f"name must be a string naming the probed tensor, e.g. name='layer1'; "
-            f"got {v._describe(name)}."
+            f"got {v.describe(name)}."
         )
     if not name:
         raise ValueError("name must be a non-empty string, e.g. name='layer1'; got ''.")
@@ -204,7 +204,7 @@ class GradientProbe:
             with tf.control_dependencies([u for u in updates if u is not None]):  # None eagerly
                 return tf.identity(dense)
 
-        return ops._identity_with_gradient(x, record)
+        return ops.map_gradient(x, record)
 
     def _slot(self, name: str, x: tf.Tensor) -> _Slot:
         slot = self._slots.get(name)

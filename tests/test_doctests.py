@@ -1,7 +1,7 @@
 """Runs the examples in gradlab's docstrings, so that every documented example stays runnable.
 
-Each docstring with examples is one test case; every module of the package is searched, including
-ones added later (found with pkgutil), so a new module's examples are checked without editing this.
+Each docstring with examples is one test case; every module of the package is searched, subpackages
+included and ones added later (found with pkgutil), so a new module's examples are checked without editing this.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ OPTIONS = doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS
 
 def _module_names():
     names = ["gradlab"]
-    names += [f"gradlab.{info.name}" for info in pkgutil.iter_modules(gradlab.__path__)]
+    names += [info.name for info in pkgutil.walk_packages(gradlab.__path__, "gradlab.")]  # subpackages too
     return sorted(names)
 
 

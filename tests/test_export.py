@@ -23,6 +23,7 @@ with gradlab layers keep their gradients too.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -204,7 +205,8 @@ def loaded_in_a_fresh_process(tmp_path_factory):
 
     inputs = keras.Input((3,))
     model = keras.Model(inputs, [layer(inputs) for layer, _ in LAYER_RULES.values()])
-    model.export(str(root / "keras_export"), format="tf_saved_model", verbose=False)
+    quiet = {"verbose": False} if "verbose" in inspect.signature(model.export).parameters else {}  # Keras >= 3.4
+    model.export(str(root / "keras_export"), format="tf_saved_model", **quiet)
 
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0"}
     args = [str(root), json.dumps(list(OP_NAMES)), json.dumps(X.tolist()), json.dumps(DY.tolist()),

@@ -2,7 +2,8 @@
 
 tests/test_ops.py already checks each op eagerly, in ``tf.function`` and with
 ``jit_compile=True``. Here each *subject* (the seven ops, each wrapped in a minimal Keras layer,
-and the four gradlab layers) runs through Keras' own execution paths:
+and the four gradlab layers that wrap ops; the ReLU layers are in tests/test_relu_modes.py) runs
+through Keras' own execution paths:
 
 * ``model.fit`` / ``evaluate`` / ``predict`` with ``run_eagerly=True``, the default compiled
   ``tf.function`` (``jit_compile=False``), XLA (``jit_compile=True``) and

@@ -19,7 +19,9 @@ import gradlab
 from gradlab import _compat
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULES = sorted(p.name for p in (ROOT / "gradlab").glob("*.py"))
+# Every module of the package, subpackages included (e.g. "widgets/_view.py").
+MODULES = sorted(p.relative_to(ROOT / "gradlab").as_posix() for p in (ROOT / "gradlab").rglob("*.py")
+                 if "__pycache__" not in p.parts)
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,8 @@ from PIL import Image
 
 import gradlab
 import gradlab.widgets as gw
+from gradlab.widgets._controls import option_values
+from gradlab.widgets._png import png
 
 X = tf.constant(np.linspace(-3.0, 3.0, 401, dtype=np.float32))
 
@@ -99,7 +101,7 @@ def all_settings(name, explorer, settings_):
         (slider,) = explorer.sliders
         return [(slider, value) for value in settings_]
     return [(slider, value) for slider, widget in explorer.sliders.items()
-            for value in widget._options_values]
+            for value in option_values(widget)]
 
 
 # --- each slider sets exactly the gradient the gradlab op computes --------------------------------
@@ -178,14 +180,14 @@ def test_moving_a_slider_does_not_retrace(case):
 def test_updates_happen_in_place(case, capsys):
     name, explorer, _, _, settings_ = case
     fignums = plt.get_fignums()
-    figure, image, children = explorer.figure, explorer.image, explorer.children
-    tree = [id(w) for w in walk(explorer)]
+    figure, image, children = explorer.figure, explorer.image, explorer.box.children
+    tree = [id(w) for w in walk(explorer.box)]
     for slider, value in all_settings(name, explorer, settings_):
         explorer.sliders[slider].value = value
     assert plt.get_fignums() == fignums
-    assert explorer.figure is figure and explorer.image is image and explorer.children == children
-    assert [id(w) for w in walk(explorer)] == tree
-    assert not any(isinstance(w, ipywidgets.Output) for w in walk(explorer))
+    assert explorer.figure is figure and explorer.image is image and explorer.box.children == children
+    assert [id(w) for w in walk(explorer.box)] == tree
+    assert not any(isinstance(w, ipywidgets.Output) for w in walk(explorer.box))
     assert len(figure.axes) == 2 and all(len(ax.get_lines()) == 4 for ax in figure.axes)
     assert capsys.readouterr() == ("", "")
 
@@ -269,7 +271,7 @@ def test_extreme_values_and_rapid_changes_do_not_raise(case):
     rng = np.random.default_rng(0)
     for widget in explorer.sliders.values():
         if isinstance(widget, ipywidgets.Dropdown):
-            choices = list(widget._options_values)
+            choices = option_values(widget)
             values = [choices[i] for i in rng.integers(0, len(choices), 100)]
         elif isinstance(widget.value, tuple):
             pairs = np.sort(rng.uniform(widget.min - 1, widget.max + 1, (100, 2)), axis=1)
@@ -342,9 +344,11 @@ def test_compute_and_snapshot_do_not_move_the_sliders(scale):
 
 def test_display_bundle_has_the_widget_and_a_static_png_fallback(scale):
     bundle = scale._repr_mimebundle_()
-    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == scale.model_id
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == scale.box.model_id
+    assert bundle["text/plain"] == "Explorer(factor=0.5)"
     assert base64.b64decode(bundle["image/png"]) == scale.image.value
-    assert gw.CSS_CLASS in scale._dom_classes
+    assert gw.CSS_CLASS in scale.box._dom_classes
+    assert not isinstance(scale, ipywidgets.Widget)  # it has a box; it is not one
 
 
 def test_repr_is_short_and_stable():
@@ -359,12 +363,12 @@ def test_repr_is_short_and_stable():
 
 def test_png_encoder_round_trips():
     rgba = np.random.default_rng(0).integers(0, 256, (7, 5, 4), dtype=np.uint8)
-    np.testing.assert_array_equal(png_pixels(gw._png(rgba)), rgba[..., :3])
+    np.testing.assert_array_equal(png_pixels(png(rgba)), rgba[..., :3])
 
 
 def test_close_closes_every_widget():
     explorer = gw.surrogate_explorer()
-    inner = list(walk(explorer))
+    inner = list(walk(explorer.box))
     explorer.close()
     assert all(w.comm is None for w in inner)
 

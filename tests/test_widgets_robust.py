@@ -24,6 +24,7 @@ from ipywidgets.widgets import widget as widget_module
 
 import gradlab
 import gradlab.widgets as gw
+from gradlab.widgets._controls import option_values
 
 X = tf.constant(np.linspace(-3.0, 3.0, 401, dtype=np.float32))
 RAPID = 150  # value sets per slider in the rapid-change loop (plus the extremes)
@@ -91,7 +92,7 @@ def extreme_values(widget):
     """The ends, equal range handles, 0, beyond the ends (clamped by the widget), and non-finite
     values (which only code can set: the explorer reports them)."""
     if isinstance(widget, ipywidgets.Dropdown):
-        return list(widget._options_values)
+        return option_values(widget)
     low, high = widget.min, widget.max
     if isinstance(widget.value, tuple):
         mid = (low + high) / 2
@@ -103,7 +104,7 @@ def extreme_values(widget):
 
 def random_values(widget, rng, n):
     if isinstance(widget, ipywidgets.Dropdown):
-        choices = list(widget._options_values)
+        choices = option_values(widget)
         return [choices[i] for i in rng.integers(0, len(choices), n)]
     if isinstance(widget.value, tuple):
         pairs = np.sort(rng.uniform(widget.min, widget.max, (n, 2)), axis=1)
@@ -124,12 +125,12 @@ def test_extreme_values_and_rapid_changes_leave_nothing_behind(explorer, capsys)
     # Visit every non-numeric choice once so that its function is compiled before counting.
     for widget in e.sliders.values():
         if isinstance(widget, ipywidgets.Dropdown):
-            for value in widget._options_values:
+            for value in option_values(widget):
                 widget.value = value
     before = dict(
         fignums=plt.get_fignums(), widgets=live_widgets(), artists=artist_count(e.figure),
-        compiled=len(e._compiled), traces=e.tracing_count(),
-        tree=[id(w) for w in walk(e)], figure=e.figure, image=e.image,
+        compiled=e.model.compiled_count(), traces=e.tracing_count(),
+        tree=[id(w) for w in walk(e.box)], figure=e.figure, image=e.image,
     )
     rng = np.random.default_rng(0)
     sets = 0
@@ -145,10 +146,10 @@ def test_extreme_values_and_rapid_changes_leave_nothing_behind(explorer, capsys)
     assert plt.get_fignums() == before["fignums"]
     assert live_widgets() == before["widgets"]
     assert artist_count(e.figure) == before["artists"]
-    assert len(e._compiled) == before["compiled"] and e.tracing_count() == before["traces"]
-    assert [id(w) for w in walk(e)] == before["tree"]
+    assert e.model.compiled_count() == before["compiled"] and e.tracing_count() == before["traces"]
+    assert [id(w) for w in walk(e.box)] == before["tree"]
     assert e.figure is before["figure"] and e.image is before["image"]
-    assert not any(isinstance(w, ipywidgets.Output) for w in walk(e))
+    assert not any(isinstance(w, ipywidgets.Output) for w in walk(e.box))
     assert capsys.readouterr() == ("", "")
 
     # The last setting is valid: no message, and what is shown is exactly its computation.
