@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import List, Tuple
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from gradlab import _relu_sites
@@ -176,9 +177,11 @@ class GradientReversal(_GradientLayer):
         self._factor_weight = None
 
     def build(self, input_shape):
+        # In the layer's variable dtype: a float64 layer keeps a factor such as 0.1 exactly.
         self._factor_weight = self.add_weight(
-            name="factor", shape=(), dtype="float32", trainable=False, autocast=False,
-            initializer=keras.initializers.Constant(self._initial_factor),
+            name="factor", shape=(), dtype=self.variable_dtype, trainable=False, autocast=False,
+            # np.float64: Constant casts a Python float through float32 first (0.1 would lose its bits)
+            initializer=keras.initializers.Constant(np.float64(self._initial_factor)),
         )
 
     @property

@@ -21,7 +21,8 @@ def clip_by_norm(dy, max_norm):
 
 # (layer class, constructor arguments, the gradient rule on the whole upstream tensor)
 LAYER_CASES = {
-    "ScaleGradient": (layers.ScaleGradient, dict(factor=0.5), lambda dy: 0.5 * dy),
+    # factors and bounds that float32 cannot represent: a float64 model must get them exactly
+    "ScaleGradient": (layers.ScaleGradient, dict(factor=0.1), lambda dy: 0.1 * dy),
     "ClipGradient": (
         layers.ClipGradient,
         dict(clip_min=-0.1, clip_max=0.2),
@@ -32,7 +33,7 @@ LAYER_CASES = {
         dict(max_norm=1.0),
         lambda dy: clip_by_norm(dy, 1.0),
     ),
-    "GradientReversal": (layers.GradientReversal, dict(factor=2.0), lambda dy: -2.0 * dy),
+    "GradientReversal": (layers.GradientReversal, dict(factor=0.3), lambda dy: -0.3 * dy),
 }
 
 
@@ -243,3 +244,14 @@ def test_layer_keeps_float64(layer_case, assert_bitwise):
     )
     assert_bitwise(y, x)
     np.testing.assert_allclose(grad.numpy(), rule(DY.astype(np.float64)), rtol=1e-12)
+
+
+def test_gradient_reversal_factor_set_later_is_exact_in_float64():
+    # The factor lives in a weight of the layer's variable dtype: float64 keeps 0.1's bits (a
+    # float32 weight sent back -0.10000000149 * dy, silently).
+    layer = layers.GradientReversal(0.0, dtype="float64")
+    model = sequential(layer, "float64")
+    layer.factor = 0.1
+    _, grad = model_gradient(model, X.astype(np.float64), DY.astype(np.float64))
+    assert layer.factor == 0.1
+    np.testing.assert_array_equal(grad.numpy(), -0.1 * DY.astype(np.float64))
