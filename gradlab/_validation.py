@@ -32,7 +32,12 @@ def is_variable(value: Any) -> bool:
         return True
     keras = sys.modules.get("keras")  # TensorFlow imports Keras; never import it here
     keras_variable = getattr(keras, "Variable", None)
-    return isinstance(keras_variable, type) and isinstance(value, keras_variable)
+    if isinstance(keras_variable, type) and isinstance(value, keras_variable):
+        return True
+    # Keras 3.3 exports a keras.Variable that its layers' variables are not instances of; they
+    # derive from its KerasVariable.
+    return any(cls.__name__ == "KerasVariable" and cls.__module__.startswith("keras.")
+               for cls in type(value).__mro__)
 
 
 def describe(value: Any) -> str:

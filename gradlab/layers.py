@@ -320,6 +320,20 @@ def _sites_in(layer) -> Tuple[bool, List[Tuple[int, str]]]:
     return (True, []) if isinstance(layer, ReLUGradient) else _relu_sites.relu_sites(layer, _is_replaceable)
 
 
+def _initializers_by_class_name() -> dict:
+    """Keras' initializer classes under their class names, for rebuilding layers from config.
+
+    Keras 3.3 serializes ``kernel_initializer="identity"`` as ``IdentityInitializer`` (its exported
+    name; the class is ``Identity``) but cannot look that name up again, so ``from_config`` fails on
+    its own layer's config without these.
+    """
+    classes = {
+        name: obj for name, obj in vars(keras.initializers).items()
+        if isinstance(obj, type) and issubclass(obj, keras.initializers.Initializer)
+    }
+    return {**{obj.__name__: obj for obj in classes.values()}, **classes}   # both spellings
+
+
 def with_relu_gradient(model, rule: str = "guided", *, alpha: float = 0.01):
     """A copy of ``model`` whose every ReLU sends ``rule``'s gradient back; forward outputs unchanged.
 
@@ -387,7 +401,8 @@ def with_relu_gradient(model, rule: str = "guided", *, alpha: float = 0.01):
         return new
 
     try:
-        copy = keras.models.clone_model(model, clone_function=clone)
+        with keras.saving.custom_object_scope(_initializers_by_class_name()):
+            copy = keras.models.clone_model(model, clone_function=clone)
     except ValueError as error:
         raise ValueError(
             f"model {model.name!r} ({type(model).__name__}) cannot be cloned: Keras clones only "

@@ -11,7 +11,8 @@ def test_first_line_names_the_type_and_the_first_or_last_line():
     error = ValueError("  \nthe shape is wrong\n\nraised from here  \n")
     assert first_line(error) == "ValueError: the shape is wrong"
     assert first_line(error, last=True) == "ValueError: raised from here"
-    assert first_line(RuntimeError("x" * 500), limit=10) == "RuntimeError: " + "x" * 10
+    assert first_line(RuntimeError("x" * 500), limit=10) == "RuntimeError: " + "x" * 10 + "..."
+    assert first_line(RuntimeError("a TensorFlow function"), limit=15) == "RuntimeError: a TensorFlow..."
 
 
 def test_an_empty_message_gives_the_type_alone_instead_of_crashing_the_check():

@@ -3,13 +3,13 @@
 # virtual environment that already has the given TensorFlow, check that the install kept that
 # TensorFlow, and run gradlab's own unit tests there (not the notebooks, not the project checks).
 #
-# Usage: tools/test_library.sh TENSORFLOW_REQUIREMENT [KERAS_REQUIREMENT]
-#   e.g. tools/test_library.sh tensorflow-cpu==2.16.2      (the oldest supported release)
-#        tools/test_library.sh tensorflow-cpu==2.21.0      (the workbook's pin)
+# Usage: tools/test_library.sh TENSORFLOW_REQUIREMENT ["OTHER_REQUIREMENTS"]
+#   e.g. tools/test_library.sh tensorflow-cpu==2.16.2 "keras==3.3.3 numpy==1.26.4"   (the oldest stack)
+#        tools/test_library.sh tensorflow-cpu==2.21.0                               (the workbook's pin)
 # Run by `make test-library` and CI. PYTHON (default python3) creates the environment.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tf_req=${1:?usage: tools/test_library.sh TENSORFLOW_REQUIREMENT [KERAS_REQUIREMENT]}
+tf_req=${1:?usage: tools/test_library.sh TENSORFLOW_REQUIREMENT ["OTHER_REQUIREMENTS"]}
 keras_req=${2:-}
 root=$(pwd)
 work=$(mktemp -d)

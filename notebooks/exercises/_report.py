@@ -8,7 +8,8 @@ def first_line(error: BaseException, *, last: bool = False, limit: int = 160) ->
     Args:
       error: the exception the learner's code raised.
       last: take the message's last line instead (TensorFlow graph errors end with the cause).
-      limit: at most this many characters of the message.
+      limit: at most this many characters of the message; a longer one is cut at a word
+        boundary (if there is one) and ends with "...".
 
     Example:
       >>> first_line(ValueError("bad shape\\nmore"))
@@ -19,4 +20,8 @@ def first_line(error: BaseException, *, last: bool = False, limit: int = 160) ->
     lines = [line for line in str(error).strip().splitlines() if line.strip()]
     if not lines:
         return type(error).__name__
-    return f"{type(error).__name__}: {(lines[-1] if last else lines[0]).strip()[:limit]}"
+    text = (lines[-1] if last else lines[0]).strip()
+    if len(text) > limit:
+        cut = text[:limit]
+        text = (cut.rsplit(" ", 1)[0] if " " in cut else cut) + "..."
+    return f"{type(error).__name__}: {text}"

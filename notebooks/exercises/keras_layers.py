@@ -18,7 +18,7 @@ def check_exercise_1(build_model) -> bool:
     try:
         model = build_model()
     except ValueError as exc:
-        print(f"Not yet: building the model raised {first_line(exc, limit=60)}...\n"
+        print(f"Not yet: building the model raised {first_line(exc, limit=60)}\n"
               "A tf.custom_gradient function cannot be called on a keras.Input. Call it inside a\n"
               "layer: a keras.layers.Layer subclass whose call() uses it, or keras.layers.Lambda.")
         return False

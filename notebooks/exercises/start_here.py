@@ -104,6 +104,6 @@ def check_exercise_2(your_answer) -> bool:
         print("Not yet: 1.0 is the answer when the clip sits on x, before sin (the plot of section 7). "
               "Here it sits after sin.\nWhich upstream gradient reaches it first in the backward pass?")
     else:
-        print(f"Not yet: {answer} is not it. Follow the backward pass from y: what reaches the clip, "
+        print(f"Not yet: {answer} is not it. Follow the backward pass from L: what reaches the clip, "
               "and what does 2 sin(x) do to it?")
     return False
