@@ -76,10 +76,11 @@ test-notebooks: install
 
 # gradlab as a library, from its built wheel, in a fresh environment with a given TensorFlow:
 # the oldest supported release and the workbook's pin (CI runs both).
-# The oldest comes with the Keras and NumPy that tools/versions/tf2.16.txt pins (left alone, pip
-# would pick newer ones and miss what breaks on Keras 3.3); the pin with what it brings.
-TF_OLDEST ?= tensorflow-cpu==2.16.2
-OLDEST_WITH ?= $(shell grep -E '^(keras|numpy)==' tools/versions/tf2.16.txt | xargs)
+# The oldest is tools/versions/tf2.16.txt's TensorFlow with the Keras and NumPy it pins (left alone,
+# pip would pick newer ones and miss what breaks on Keras 3.3); the pin with what it brings.
+OLDEST_PINS := tools/versions/tf2.16.txt
+TF_OLDEST ?= $(shell grep -E '^tensorflow-cpu==' $(OLDEST_PINS))
+OLDEST_WITH ?= $(shell grep -E '^(keras|numpy)==' $(OLDEST_PINS) | xargs)
 TF_PINNED ?= tensorflow-cpu==2.21.0
 test-library: test-library-oldest test-library-pinned
 test-library-oldest: install

@@ -249,7 +249,9 @@ class ReLUGradientActivation:
             return tf.where((x > 0) & (dy > 0), dy, zero)
         if self.rule == "deconvnet":  # the deconvnet rule: ReLU applied to dy, whatever x was
             return tf.nn.relu(dy)
-        return tf.where(x > 0, dy, tf.cast(self.alpha, dy.dtype) * dy)        # leaky gradient
+        # leaky gradient; tf.constant rounds the Python float once to dy's dtype (tf.cast would
+        # make a float32 constant first: a float64 gradient got 0.10000000149 * dy for alpha 0.1)
+        return tf.where(x > 0, dy, tf.constant(self.alpha, dy.dtype) * dy)
 
     def __call__(self, x):
         @tf.custom_gradient
@@ -334,6 +336,47 @@ def _initializers_by_class_name() -> dict:
     return {**{obj.__name__: obj for obj in classes.values()}, **classes}   # both spellings
 
 
+class _CannotCopy(ValueError):
+    """A layer or model that with_relu_gradient cannot copy; the message names it and says why."""
+
+
+def _rebuilt(layer) -> keras.layers.Layer:
+    """A new, unbuilt ``layer`` from its config (the weights are copied once the model is cloned).
+
+    Raises:
+      _CannotCopy: naming the layer, if Keras cannot rebuild it from ``get_config()``.
+    """
+    try:
+        with keras.saving.custom_object_scope(_initializers_by_class_name()):
+            return layer.__class__.from_config(layer.get_config())
+    except (TypeError, ValueError, NotImplementedError) as error:
+        raise _CannotCopy(
+            f"layer {layer.name!r} ({type(layer).__name__}) cannot be copied: Keras {keras.__version__} "
+            f"cannot rebuild it from its config ({type(error).__name__}: {str(error).strip()}). Give the "
+            "layer a get_config() that returns every argument of its __init__ (and a from_config() if "
+            "they are not plain values)."
+        ) from error
+
+
+def _copy_weights(model, copy) -> None:
+    """Sets every layer of ``copy`` to the weights of its original in ``model``, value for value.
+
+    Raises:
+      _CannotCopy: naming the layer, if a rebuilt layer's weights differ in number or shape from
+        the original's (its config does not describe it).
+    """
+    for old, new in zip(model.layers, copy.layers, strict=True):
+        old_shapes = [tuple(w.shape) for w in old.weights]
+        new_shapes = [tuple(w.shape) for w in new.weights]
+        if old_shapes != new_shapes:
+            raise _CannotCopy(
+                f"layer {old.name!r} ({type(old).__name__}) cannot be copied: rebuilt from its config it "
+                f"has weights of shapes {new_shapes}, the original {old_shapes}, so its get_config() does "
+                "not describe it. Give it a get_config() that returns every argument of its __init__."
+            )
+        new.set_weights(old.get_weights())
+
+
 def with_relu_gradient(model, rule: str = "guided", *, alpha: float = 0.01):
     """A copy of ``model`` whose every ReLU sends ``rule``'s gradient back; forward outputs unchanged.
 
@@ -362,7 +405,8 @@ def with_relu_gradient(model, rule: str = "guided", *, alpha: float = 0.01):
         ``negative_slope`` or ``threshold`` set, ``LeakyReLU``, ``PReLU``, an activation whose
         name says ReLU (``"relu6"``, ``"leaky_relu"``, a ``functools.partial`` of ``relu``), or a
         function of yours (a lambda, a ``Lambda`` layer's...) that builds a ``Relu``, ``Relu6`` or
-        ``LeakyRelu`` op.
+        ``LeakyRelu`` op; or a layer that cannot be copied (the message names it): one Keras
+        cannot rebuild from its ``get_config()``, or whose rebuilt weights differ in shape.
 
     Example:
       >>> import keras, numpy as np, gradlab
@@ -394,20 +438,21 @@ def with_relu_gradient(model, rule: str = "guided", *, alpha: float = 0.01):
         whole, sites = _sites_in(layer)
         if whole:
             return ReLUGradient(rule, alpha=alpha, name=layer.name)
-        new = layer.__class__.from_config(layer.get_config())
+        new = _rebuilt(layer)
         holders = _relu_sites.holders(new)
         for index, attr in sites:
             setattr(holders[index], attr, ReLUGradientActivation(rule, alpha))
         return new
 
     try:
-        with keras.saving.custom_object_scope(_initializers_by_class_name()):
-            copy = keras.models.clone_model(model, clone_function=clone)
+        copy = keras.models.clone_model(model, clone_function=clone)
+    except _CannotCopy:
+        raise                         # a layer or nested model that says itself why
     except ValueError as error:
-        raise ValueError(
+        raise _CannotCopy(
             f"model {model.name!r} ({type(model).__name__}) cannot be cloned: Keras clones only "
-            "functional and Sequential models. Rebuild it as one of those, or use ReLUGradient in "
-            "its call()."
+            "functional and Sequential models, each layer rebuilt from its config. Rebuild it as one of "
+            f"those, or use ReLUGradient in its call(). (Keras: {str(error).strip()})"
         ) from error
-    copy.set_weights(model.get_weights())
+    _copy_weights(model, copy)
     return copy

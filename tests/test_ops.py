@@ -281,6 +281,21 @@ def test_clip_gradient_norm_large_half_precision_gradients(
     np.testing.assert_allclose(grad.numpy().astype(np.float64), [[0.6, 0.8], [0.0, 0.0]], rtol=1e-2)
 
 
+@pytest.mark.parametrize("max_norm", [10.0, 1.0], ids=["norm below max_norm", "clipped"])
+def test_clip_gradient_norm_computes_a_float64_gradient_in_float64(
+    max_norm, mode, run_in_mode, forward_and_gradient
+):
+    """A float64 gradient is never rounded through float32 (norm of dy ~2.29)."""
+    dy = np.array([[1.0 + 2.0**-40, -2.0], [0.5, 1e-300]])  # float32 makes 1 and 0 of two of them
+    _, grad = run_in_mode(
+        lambda x, u: forward_and_gradient(lambda t: gradlab.clip_gradient_norm(t, max_norm), x, u)
+    )(tf.zeros([2, 2], tf.float64), tf.constant(dy))
+    assert grad.dtype == tf.float64
+    expected = dy * min(1.0, max_norm / np.linalg.norm(dy))
+    # float32 would be off by 9e-13 relative in the first element and lose the last one entirely
+    np.testing.assert_allclose(grad.numpy(), expected, rtol=4e-16, atol=0)
+
+
 # ------------------------------------------------------------------------------------------------
 # straight_through
 # ------------------------------------------------------------------------------------------------

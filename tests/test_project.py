@@ -7,6 +7,7 @@ import importlib.metadata
 import json
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -203,6 +204,21 @@ def test_ci_checks_other_cpus_one_core_and_every_tensorflow_stack():
         assert command in runs, f"the GitHub workflow does not run {command!r}"
     legs = {p.stem for p in (ROOT / "tools" / "versions").glob("*.txt")}
     assert set(workflow["jobs"]["versions"]["strategy"]["matrix"]["leg"]) == legs, "a pinned stack has no CI leg"
+
+
+def test_make_test_library_tests_the_oldest_stack_as_pinned_and_ci_runs_both_legs():
+    """The oldest leg installs tf2.16.txt's TensorFlow, Keras and NumPy (given TensorFlow alone, pip
+    picked a newer Keras, and what breaks on Keras 3.3 went unnoticed)."""
+    pin_lines = (ROOT / "tools" / "versions" / "tf2.16.txt").read_text().splitlines()
+    pins = {line for line in pin_lines if re.match(r"(tensorflow-cpu|keras|numpy)==", line)}
+    dry_run = subprocess.run(["make", "--no-print-directory", "-n", "test-library"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=60)
+    legs = [shlex.split(line) for line in dry_run.stdout.splitlines() if "tools/test_library.sh" in line]
+    assert len(legs) == 2, dry_run.stdout + dry_run.stderr
+    oldest = legs[0][legs[0].index("tools/test_library.sh") + 1:]
+    assert {oldest[0], *" ".join(oldest[1:]).split()} == pins, oldest
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text())
+    assert set(workflow["jobs"]["library"]["strategy"]["matrix"]["target"]) == {"test-library-oldest", "test-library-pinned"}
 
 
 def test_readme_shows_the_two_commands_binder_conda_and_every_notebook():

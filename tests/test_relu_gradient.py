@@ -47,6 +47,22 @@ def test_forward_is_relu_and_backward_follows_the_rule(rule, upstream, run_in_mo
     np.testing.assert_allclose(grad.numpy(), expected(rule, X, UPSTREAMS[upstream]), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("build", ["layer", "with_relu_gradient"])
+def test_leaky_slope_keeps_float64_precision(build, forward_and_gradient, run_in_mode):
+    """alpha = 0.1 is rounded once to a float64 gradient's dtype, not through float32 first."""
+    if build == "layer":
+        relu = ReLUGradient("leaky", alpha=0.1, dtype="float64")
+    else:
+        inputs = keras.Input((5,), dtype="float64")
+        plain = keras.Model(inputs, keras.layers.Activation("relu", dtype="float64")(inputs))
+        relu = with_relu_gradient(plain, "leaky", alpha=0.1)
+    x, dy = X.astype(np.float64)[None], UPSTREAMS["mixed signs"].astype(np.float64)[None]
+    _, grad = run_in_mode(lambda a, b: forward_and_gradient(relu, a, b))(tf.constant(x), tf.constant(dy))
+    assert grad.dtype == tf.float64
+    # through float32, 0.1 * dy would be off by 1.5e-8 relative: allow float64 round-off only
+    np.testing.assert_allclose(grad.numpy(), expected("leaky", x, dy, 0.1), rtol=4e-16, atol=0)
+
+
 def test_a_sparse_upstream_gives_the_dense_gradient():
     """ReLUGradient's output consumed by tf.gather: repeated indices sum before the rule."""
     x = tf.constant(X)
@@ -230,6 +246,74 @@ def test_a_relu_that_cannot_be_replaced_is_refused_naming_the_layer(case):
     with pytest.raises(ValueError, match=rf"layer '{layer.name}' \({type(layer).__name__}\) {message}.*"
                        r"Use one of those in the model, or put gradlab\.layers\.ReLUGradient\(rule\)"):
         with_relu_gradient(model, "guided")
+
+
+@pytest.mark.parametrize("initializer", ["identity", "orthogonal", "ones"])
+def test_the_copy_keeps_the_weights_whatever_their_initializer(initializer):
+    """Keras 3.3 cannot rebuild kernel_initializer="identity" from its own config (gradlab helps)."""
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4, activation="relu", kernel_initializer=initializer)])
+    trained = [np.random.default_rng(1).standard_normal(w.shape).astype(np.float32) for w in model.get_weights()]
+    model.set_weights(trained)
+    copy = with_relu_gradient(model, "guided")
+    assert all(np.array_equal(a, b) for a, b in zip(copy.get_weights(), trained))
+    assert np.array_equal(copy(X_ROW), model(X_ROW))
+
+
+class _Applies(keras.layers.Layer):
+    """Applies a function given to __init__, which Keras cannot put in a config."""
+
+    def __init__(self, fn, **kwargs):
+        super().__init__(**kwargs)
+        self.fn = fn
+
+    def call(self, x):
+        return self.fn(x)
+
+
+class _Weighted(keras.layers.Layer):
+    """A layer whose get_config() forgets its argument n: rebuilt, it gets n=3 weights."""
+
+    def __init__(self, n=3, **kwargs):
+        super().__init__(**kwargs)
+        self.n = n
+
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=(self.n,), initializer="ones")
+
+    def call(self, x):
+        return x * keras.ops.sum(self.w)
+
+    def get_config(self):
+        return {"name": self.name}
+
+
+class _Subclassed(keras.Model):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.dense = keras.layers.Dense(4, activation="relu")
+
+    def call(self, x):
+        return self.dense(x)
+
+
+UNCOPYABLE = {
+    "no config": (lambda: _Applies(lambda t: 2.0 * t, name="doubles"),
+                  r"layer 'doubles' \(_Applies\) cannot be copied: Keras .* cannot rebuild it from its config"),
+    "config forgets an argument": (lambda: _Weighted(4, name="weighted"),
+                                   r"layer 'weighted' \(_Weighted\) cannot be copied: rebuilt from its config it "
+                                   r"has weights of shapes \[\(3,\)\], the original \[\(4,\)\]"),
+    "nested subclassed model": (lambda: _Subclassed(name="inner"),
+                                r"model 'inner' \(_Subclassed\) cannot be cloned: Keras clones only functional"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNCOPYABLE))
+def test_a_layer_that_cannot_be_copied_is_refused_naming_it(case):
+    make, message = UNCOPYABLE[case]
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, make()(keras.layers.Dense(4, activation="relu")(inputs)), name="outer")
+    with pytest.raises(ValueError, match=message):
+        with_relu_gradient(model)
 
 
 def test_other_activations_are_left_alone():
