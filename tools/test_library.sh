@@ -26,11 +26,12 @@ py="$work/venv/bin/python"
 # The test tools at the workbook's pins; TensorFlow (and Keras) as the user would have them.
 grep -E '^(pytest|hypothesis)==' requirements.txt >"$work/test-pins.txt"  # markers kept: pip picks the line
 "$py" -m pip install --quiet "$tf_req" $keras_req -r "$work/test-pins.txt"
-before=$("$py" -m pip freeze | grep -iE '^(tensorflow|tensorflow-cpu|keras|numpy)==' | sort)
+# pip freeze spells the name as the wheel does: tensorflow-cpu (2.16) or tensorflow_cpu (2.21).
+before=$("$py" -m pip freeze | grep -iE '^(tensorflow|tensorflow[-_]cpu|keras|numpy)==' | sort)
 
 echo "== pip install gradlab (the wheel, with its plotting extras)"
 "$py" -m pip install --quiet "$wheel[notebook]"
-after=$("$py" -m pip freeze | grep -iE '^(tensorflow|tensorflow-cpu|keras|numpy)==' | sort)
+after=$("$py" -m pip freeze | grep -iE '^(tensorflow|tensorflow[-_]cpu|keras|numpy)==' | sort)
 echo "$after" | sed 's/^/   /'
 if [ "$before" != "$after" ]; then
     echo "FAILED: installing gradlab changed the environment's TensorFlow stack:"
