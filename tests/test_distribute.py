@@ -191,9 +191,13 @@ def sound_mirrored_fit(distributed):
                     f"gradlab: a plain Dense step gives {plain['mirrored']} on two replicas, {plain['single']} on one")
 
 
-def test_keras_mirrored_fit_of_a_plain_model_matches_one_device(sound_mirrored_fit, distributed):
+def test_keras_mirrored_fit_of_a_plain_model_matches_one_device_from_keras_3_10(distributed):
+    """The baseline the skips rest on, pinned to the versions measured: off on Keras 3.3, right on
+    3.10 and later (a Keras that changes this fails here, so the skip reason stays true)."""
     plain = distributed["plain_dense"]
-    np.testing.assert_allclose(plain["mirrored"], plain["single"], rtol=1e-6, atol=1e-6)
+    same = np.allclose(plain["mirrored"], plain["single"], rtol=1e-6, atol=1e-6)
+    version = tuple(int(part) for part in plain["keras"].split(".")[:2])
+    assert same == (version >= (3, 10)), plain
 
 
 def clip_by_norm(dy, max_norm):

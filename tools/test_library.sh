@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tf_req=${1:?usage: tools/test_library.sh TENSORFLOW_REQUIREMENT ["OTHER_REQUIREMENTS"]}
-keras_req=${2:-}
+other_reqs=${2:-}
 root=$(pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -20,12 +20,12 @@ echo "== building the wheel"
 "$root/.venv/bin/python" -m build --wheel --outdir "$work/dist" . >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 wheel=$(ls "$work"/dist/gradlab-*.whl)
 
-echo "== a fresh environment with $tf_req ${keras_req}"
+echo "== a fresh environment with $tf_req ${other_reqs}"
 "${PYTHON:-python3}" -m venv "$work/venv"
 py="$work/venv/bin/python"
-# The test tools at the workbook's pins; TensorFlow (and Keras) as the user would have them.
+# The test tools at the workbook's pins; TensorFlow (and Keras, NumPy) as the user would have them.
 grep -E '^(pytest|hypothesis)==' requirements.txt >"$work/test-pins.txt"  # markers kept: pip picks the line
-"$py" -m pip install --quiet "$tf_req" $keras_req -r "$work/test-pins.txt"
+"$py" -m pip install --quiet "$tf_req" $other_reqs -r "$work/test-pins.txt"
 # pip freeze spells the name as the wheel does: tensorflow-cpu (2.16) or tensorflow_cpu (2.21).
 before=$("$py" -m pip freeze | grep -iE '^(tensorflow|tensorflow[-_]cpu|keras|numpy)==' | sort)
 
