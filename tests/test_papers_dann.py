@@ -24,7 +24,7 @@ def test_the_ramp_rejects_progress_outside_0_1(bad):
 
 def test_the_target_is_the_source_distribution_rotated_about_the_centre():
     x_s, y_s, x_t, y_t = dann.rotated_moons(0, n=100, angle=90.0, noise=0.0)
-    assert x_s.shape == x_t.shape == (100, 2) and x_s.dtype == np.float64   # float64: the same bits on every CPU
+    assert x_s.shape == x_t.shape == (100, 2) and x_s.dtype == np.float64   # float64, like the model
     assert set(np.unique(y_s)) == set(np.unique(y_t)) == {0.0, 1.0}
     # without noise both domains lie on the same two arcs, turned by 90 degrees about (0.5, 0.25)
     centre = np.array([0.5, 0.25])

@@ -191,16 +191,14 @@ def test_ci_script_runs_make_test():
 
 
 def test_ci_checks_other_cpus_one_core_and_every_tensorflow_stack():
-    """Stored outputs under oneDNN capped at AVX2 and SSE4.1 and on one core; every pinned stack run."""
+    """Stored outputs on one core and with every optimizer update nudged; every pinned stack run."""
     script = (ROOT / ".ci" / "run").read_text()
     commands = [line.strip() for line in script.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    for command in ("taskset -c 0 make test-notebooks", "ONEDNN_MAX_CPU_ISA=AVX2 make test-notebooks",
-                    "ONEDNN_MAX_CPU_ISA=SSE41 make test-notebooks", "make test-versions"):
+    for command in ("taskset -c 0 make test-notebooks", "GRADLAB_NUDGE=1 make test-notebooks", "make test-versions"):
         assert command in commands, f".ci/run does not run {command!r}"
     workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text())
     runs = "\n".join(step.get("run", "") for job in workflow["jobs"].values() for step in job["steps"])
-    for command in ("taskset -c 0 make test-notebooks", "ONEDNN_MAX_CPU_ISA=AVX2 make test-notebooks",
-                    "ONEDNN_MAX_CPU_ISA=SSE41 make test-notebooks", "make test-versions"):
+    for command in ("taskset -c 0 make test-notebooks", "GRADLAB_NUDGE=1 make test-notebooks", "make test-versions"):
         assert command in runs, f"the GitHub workflow does not run {command!r}"
     legs = {p.stem for p in (ROOT / "tools" / "versions").glob("*.txt")}
     assert set(workflow["jobs"]["versions"]["strategy"]["matrix"]["leg"]) == legs, "a pinned stack has no CI leg"
@@ -294,15 +292,22 @@ def test_notebook_is_stored_as_one_clean_run(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_only_unstable_cells_escape_nbval(path):
-    """Cells excused from output comparison say why, and only widgets and timings may be excused."""
+    """Cells excused from output comparison say why: widgets, timings, and cells tagged `trained`.
+
+    A cell that prints numbers from training is tagged `trained` and `nbval-ignore-output` (its
+    digits differ from CPU to CPU; its asserts are still checked). CI's nudged nbval run
+    (tests/test_nudge.py) finds a trained number printed by a cell that is still compared.
+    """
     nb = json.loads(path.read_text())
     for index, cell in enumerate((c for c in nb["cells"] if c["cell_type"] == "code"), 1):
         tags = set(cell.get("metadata", {}).get("tags", []))
         source = "".join(cell["source"])
         assert "nbval-skip" not in tags and "# NBVAL_SKIP" not in source, f"cell [{index}] is skipped by nbval"
-        if "nbval-ignore-output" in tags or "# NBVAL_IGNORE_OUTPUT" in source:
+        if "trained" in tags:
+            assert "nbval-ignore-output" in tags, f"cell [{index}] is tagged trained but its output is compared"
+        elif "nbval-ignore-output" in tags or "# NBVAL_IGNORE_OUTPUT" in source:
             assert re.search(r"(?i)(widget|explorer|timing|time|benchmark)", source), (
-                f"cell [{index}] ignores its output but is neither a widget nor a timing cell")
+                f"cell [{index}] ignores its output but is neither a widget, a timing nor a trained cell")
 
 
 def test_every_notebook_opens_on_colab_from_its_title_cell_and_from_the_readme():
@@ -510,7 +515,7 @@ def test_readme_notebook_table_follows_the_sequence():
 
 
 # --- The learner-first bounds (issue 11): short notebooks, short cells, checkers in modules. ---
-MAX_WORDS, MAX_CELLS, MAX_CODE_LINES, MAX_TOTAL_WORDS = 2000, 40, 25, 24000
+MAX_WORDS, MAX_CELLS, MAX_CODE_LINES, MAX_TOTAL_WORDS = 2000, 40, 25, 28000
 
 
 def _markdown_words(cell) -> int:
