@@ -216,9 +216,10 @@ def _finite_differences(terms, x: tf.Tensor, dtype: tf.DType, delta, directions)
         return _Differences(values.reshape(shape), (noise / taken).reshape(shape), None, dtype)
     values, displacements = [], []
     for direction in directions:
-        up = (x64 + steps * direction).astype(np_dtype)
-        down = (x64 - steps * direction).astype(np_dtype)
-        displacement = up.astype(np.float64) - down.astype(np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):  # an infinite x gives NaN: it fails later
+            up = (x64 + steps * direction).astype(np_dtype)
+            down = (x64 - steps * direction).astype(np_dtype)
+            displacement = up.astype(np.float64) - down.astype(np.float64)
         if not displacement.any():
             raise too_small("every element")
         values.append(total(up) - total(down))
