@@ -371,7 +371,8 @@ def check_gradient(
         ``grad`` that is right but not differentiable (built with ``tf.stop_gradient``, NumPy or
         ``tf.py_function``), which silently gives wrong second derivatives.
       fast: compare directional derivatives along two directions instead of the full gradient
-        (four calls of ``fn`` instead of ``2 n``; ``result.reference`` is then None).
+        (four calls of ``fn`` instead of ``2 n``; ``result.reference`` is then None). It applies to
+        finite differences only: a check against ``reference`` costs no calls of ``fn`` beyond autodiff.
 
     Returns:
       A :class:`GradientCheck`; ``result.ok`` is the verdict, ``print(result)`` explains it.
