@@ -138,7 +138,7 @@ def test_a_clip_that_ignores_dy_is_still_caught_against_the_reference():
 
 def test_float32_uses_looser_default_tolerances():
     assert gradlab.check_gradient(tf.sin, tf.constant([0.3, 1.0, -2.0])).ok
-    # and an explicit tolerance can be made strict enough to reject float32 finite differences
+    # and an explicit tolerance can be made strict enough to reject the float32 gradient's rounding
     assert not gradlab.check_gradient(
         tf.sin, tf.constant([0.3, 1.0, -2.0]), rtol=1e-12, atol=1e-12
     ).ok
@@ -237,3 +237,43 @@ def test_order_2_is_not_checked_when_the_gradient_itself_fails():
 def test_order_1_is_the_default_and_reports_no_second_order():
     result = gradlab.check_gradient(_custom_sin("cut"), X64)
     assert result.ok and result.order == 1 and result.second_order_error is None
+
+
+# --- the messages the notebooks print (their stored outputs are compared) ----------------------
+
+
+def test_the_messages_notebooks_01_and_08_print_are_unchanged():
+    @tf.custom_gradient
+    def tanh_reusing_forward(x):                                 # notebook 01, section 4
+        t = tf.tanh(x)
+        return t, lambda dy: dy * (1.0 - t * t)
+
+    result = gradlab.check_gradient(tanh_reusing_forward, tf.constant([-2.0, -0.3, 0.0, 0.7, 3.0], tf.float64))
+    assert result.message == ("ok: the autodiff gradient matches finite differences (max abs error 4.1e-07) "
+                              "and scales with the upstream gradient.")
+
+    def softplus_with(derivative):                               # notebook 08, section 6
+        @tf.custom_gradient
+        def softplus(x):
+            return tf.nn.softplus(x), lambda dy: dy * derivative(x)
+        return softplus
+
+    x64 = tf.constant([-2.0, -0.5, 0.3, 1.7], tf.float64)
+    assert gradlab.check_gradient(softplus_with(tf.sigmoid), x64, order=2).message == (
+        "ok: the autodiff gradient matches finite differences (max abs error 7.4e-09) and scales with the "
+        "upstream gradient; order 2: its own gradient matches finite differences too (max abs error 3.8e-09).")
+
+    meant = lambda x, u: u * tf.maximum(tf.constant(0.0, x.dtype), 1.0 - tf.abs(x))  # noqa: E731
+    points = tf.constant([-0.5, 0.25, 0.8, 2.0], tf.float64)                          # notebook 01, section 1
+    assert gradlab.check_gradient(gradlab.surrogate_step, points, reference=meant).message == (
+        "ok: the autodiff gradient matches the reference gradient (max abs error 0) and scales with the "
+        "upstream gradient.")
+
+    @tf.custom_gradient
+    def clip_scales_instead(x):
+        return tf.identity(x), lambda dy: dy * tf.clip_by_value(tf.ones_like(x), -0.5, 0.5)
+
+    clip_meant = lambda x, u: tf.clip_by_value(u, -0.5, 0.5)  # noqa: E731
+    assert gradlab.check_gradient(clip_scales_instead, points, reference=clip_meant).message == (
+        "FAILED: the autodiff gradient differs from the reference gradient (max abs error 0.18, rtol=1e-05, "
+        "atol=1e-05).")
