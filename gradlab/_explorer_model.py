@@ -41,9 +41,13 @@ def finite_range(arrays: Iterable) -> Optional[tuple[float, float]]:
 
 
 def padded(low: float, high: float) -> tuple[float, float]:
-    """Axis limits around ``[low, high]`` with 8% margins (a flat range gets a visible height)."""
+    """Axis limits around ``[low, high]`` with 8% margins (a flat range gets a visible height).
+
+    Flat means flat relative to the values themselves: a curve between 1e-7 and 3e-7 is shown at
+    its own scale, not as a line at 0.
+    """
     span = high - low
-    if span <= 1e-6 * max(1.0, abs(low), abs(high)):
+    if span <= 1e-6 * max(abs(low), abs(high)):
         half = max(0.5, 0.1 * abs(low))
         return low - half, high + half
     return low - 0.08 * span, high + 0.08 * span

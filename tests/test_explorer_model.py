@@ -96,3 +96,12 @@ def test_plots_and_explorers_share_one_computation():
     for a, b, c in zip(eager, compiled, direct):
         np.testing.assert_allclose(a, b, rtol=1e-6)
         np.testing.assert_array_equal(a, c)
+
+
+@pytest.mark.parametrize("scale", [1e-9, 1e-7, 1.0, 1e7])
+def test_padded_shows_a_small_range_at_its_own_scale_and_a_flat_one_with_height(scale):
+    low, high = padded(1.0 * scale, 3.0 * scale)
+    assert low == pytest.approx(0.84 * scale) and high == pytest.approx(3.16 * scale)   # 8% of the span each side
+    low, high = padded(2.0 * scale, 2.0 * scale)                                        # flat: a visible height
+    assert low < 2.0 * scale < high
+    assert padded(0.0, 0.0) == (-0.5, 0.5)
