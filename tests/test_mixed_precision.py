@@ -178,10 +178,13 @@ def test_fit_with_mixed_bfloat16_matches_the_definition():
     """No loss scaling under mixed_bfloat16: every rule means what it says."""
     updates, model = one_step_updates("mixed_bfloat16", list(SUBJECTS))
     assert not isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+    expected = {name: expected_update(name, "bfloat16") for name in updates}
+    # bfloat16 keeps 8 bits: 2 % of each update, plus 2 % of the largest one for elements near 0
+    # (relative, so a wrong sign or a zero update fails whatever the size of the gradients).
     failures = {
-        name: (update, expected_update(name, "bfloat16"))
+        name: (update, expected[name])
         for name, update in updates.items()
-        if not np.allclose(update, expected_update(name, "bfloat16"), rtol=2e-2, atol=2e-2)
+        if not np.allclose(update, expected[name], rtol=2e-2, atol=2e-2 * np.abs(expected[name]).max())
     }
     assert not failures, failures
 
