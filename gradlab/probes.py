@@ -41,6 +41,13 @@ Limitations (TensorFlow 2.21)
   shapes, or watching the name elsewhere with another shape in between, fails in XLA with
   ``InvalidArgumentError: Shape of resource ... cannot be changed after initialization``. Use one
   name per shape there.
+* ``tape.jacobian`` and ``tape.batch_jacobian`` run one backward pass per row of the Jacobian,
+  vectorized by default (pfor): the probe records them all, like a name that sees several
+  gradients: :attr:`GradientProbe.counts` grows by the number of rows, one row's gradient is kept
+  (the last one under pfor), and the Jacobian is the one without the probe. The same holds for
+  ``tf.vectorized_map`` (per-example gradients) and with ``experimental_use_pfor=False``. One case
+  is refused with ``RuntimeError``: a ``tf.function`` forward pass already differentiated once,
+  whose stored backward function pfor vectorizes; pass ``experimental_use_pfor=False`` there.
 * TF1 graphs (``tf.compat.v1.Session``) are not supported (``RuntimeError``); use
   ``tf.gradients(loss, h)`` on the intermediate tensors there.
 * Create the probe once, before the ``tf.function`` that uses it, and :meth:`~GradientProbe.clear`
@@ -50,6 +57,7 @@ Limitations (TensorFlow 2.21)
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import Dict, Tuple
 
 import numpy as np
@@ -68,6 +76,84 @@ try:  # private, but the only way to know at trace time that XLA will compile th
 except (ImportError, AttributeError):  # pragma: no cover - a TensorFlow without it
     def _in_xla_context() -> bool:
         return False
+
+try:  # private, but the only way to know at trace time that pfor will vectorize the graph
+    from tensorflow.python.ops.parallel_for import control_flow_ops as _pfor_ops
+
+    _PFOR_CODE = _pfor_ops._pfor_impl.__code__
+except (ImportError, AttributeError):  # pragma: no cover - a TensorFlow without it
+    _PFOR_CODE = None
+
+
+def _in_pfor_loop() -> bool:
+    """Whether the ops built now are a ``pfor`` loop body (``tape.jacobian``, ``vectorized_map``).
+
+    ``pfor`` traces its loop body from ``_pfor_impl``, so that frame is on the Python stack exactly
+    while the body is built.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is _PFOR_CODE:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _pfor_assign_one(pfor_input):
+    """pfor's vectorized form of the probe's ``AssignVariableOp``: keep one iteration's gradient.
+
+    pfor stacks the iterations' gradients; the last one is written, as a loop run one iteration
+    after another would leave it. (The loop body pfor traced stays in the graph and may run too,
+    writing the first iteration's gradient: one of the gradients either way, as documented for a
+    name that sees several.)
+    """
+    handle = pfor_input.unstacked_input(0)
+    value, stacked, sparse_stacked = pfor_input.input(1)
+    if sparse_stacked:  # pragma: no cover - the probe assigns a dense tensor
+        raise RuntimeError(_PFOR_MESSAGE)
+    if stacked:
+        if value.shape.rank is not None and value.shape[0] == 0:
+            return tf.no_op()  # an empty chunk (parallel_iterations dividing the rows)
+        value = value[-1]
+    return tf.raw_ops.AssignVariableOp(resource=handle, value=value)
+
+
+def _pfor_count_iterations(pfor_input):
+    """pfor's vectorized form of the probe's count ``AssignAddVariableOp``: one per iteration.
+
+    Built inside a pfor loop body, the probe adds 0 (the body pfor traced may run as it is, once
+    per vectorized chunk); its vectorized form adds the chunk's number of iterations, so the count
+    grows by one per iteration, as in a loop run one iteration after another.
+    """
+    handle = pfor_input.unstacked_input(0)
+    iterations = tf.cast(pfor_input.pfor.loop_len_vector[0], tf.int64)
+    return tf.raw_ops.AssignAddVariableOp(resource=handle, value=iterations)
+
+
+def _pfor_refuse(pfor_input):
+    """For a probe built outside a pfor loop body whose backward pass pfor vectorizes anyway."""
+    raise RuntimeError(_PFOR_MESSAGE)
+
+
+def _vectorizable(op, converter) -> None:
+    """Gives a graph op the converter pfor uses for it instead of failing on a variable write.
+
+    ``pfor`` looks for a ``pfor_converter`` attribute on an op before its registry (TensorFlow
+    2.16 to 2.21).
+    """
+    if op is not None:  # None eagerly: nothing to vectorize
+        op.pfor_converter = converter
+
+
+_PFOR_MESSAGE = (
+    "GradientProbe cannot record here: tape.jacobian, tape.batch_jacobian and tf.vectorized_map "
+    "vectorize the backward pass (pfor), and this probe's backward pass was built before, outside "
+    "the vectorized loop (typically a tf.function forward whose backward function TensorFlow "
+    "reuses), so the number of gradients that pass cannot be counted. Pass "
+    "experimental_use_pfor=False to jacobian/batch_jacobian (the probe then records the backward "
+    "pass of every row), or run the forward pass eagerly or in the same tf.function as the "
+    "jacobian."
+)
 
 __all__ = ["GradientProbe"]
 
@@ -197,10 +283,15 @@ class GradientProbe:
 
         def record(dy):
             dense = tf.convert_to_tensor(dy)  # an IndexedSlices upstream is recorded densely
+            # In a pfor loop body (tape.jacobian...) the count's vectorized form adds the number
+            # of iterations, and the body itself, which may also run, adds 0.
+            in_pfor = not tf.executing_eagerly() and _in_pfor_loop()
             updates = [
                 slot.value.assign(dense, read_value=False),
-                slot.count.assign_add(1, read_value=False),
+                slot.count.assign_add(0 if in_pfor else 1, read_value=False),
             ]
+            _vectorizable(updates[0], _pfor_assign_one if in_pfor else _pfor_refuse)
+            _vectorizable(updates[1], _pfor_count_iterations if in_pfor else _pfor_refuse)
             with tf.control_dependencies([u for u in updates if u is not None]):  # None eagerly
                 return tf.identity(dense)
 
