@@ -48,6 +48,14 @@ Limitations (TensorFlow 2.21)
   ``tf.vectorized_map`` (per-example gradients) and with ``experimental_use_pfor=False``. One case
   is refused with ``RuntimeError``: a ``tf.function`` forward pass already differentiated once,
   whose stored backward function pfor vectorizes; pass ``experimental_use_pfor=False`` there.
+* Under a distribution strategy (``MirroredStrategy`` in ``fit``, or ``strategy.run``) every
+  replica records the gradient of its own slice of the batch in its own copy of the variables
+  (``ON_READ`` variables): :attr:`GradientProbe.gradients` joins them along the batch axis,
+  :attr:`GradientProbe.replica_gradients` keeps them apart, and :attr:`GradientProbe.counts`
+  counts every replica's backward pass. A name must be watched first under the strategy that
+  records it (build the model in ``strategy.scope()``), and a strategy's backward pass must run
+  in its replicas, not its cross-replica context; otherwise recording raises ``RuntimeError``
+  (one copy written by every replica would keep one replica's slice).
 * TF1 graphs (``tf.compat.v1.Session``) are not supported (``RuntimeError``); use
   ``tf.gradients(loss, h)`` on the intermediate tensors there.
 * Create the probe once, before the ``tf.function`` that uses it, and :meth:`~GradientProbe.clear`
@@ -178,6 +186,40 @@ def _check_name(name: object) -> str:
     return name
 
 
+def _per_replica(variable) -> tuple:
+    """The variable's copy on every replica, in replica order (one copy without a strategy)."""
+    if isinstance(variable, tf.distribute.DistributedValues):
+        return tuple(variable.values)
+    return (variable,)
+
+
+def _check_distribution(name: str, slot: _Slot) -> None:
+    """Refuses to record where the name's variables would drop or mix replicas' gradients.
+
+    Each replica must write its own copy: the name's variables must belong to the strategy in
+    force, and a strategy's copies are written from its replicas (``strategy.run``, ``fit``), not
+    from its cross-replica context.
+    """
+    strategy = tf.distribute.get_strategy()
+    distributed = isinstance(slot.count, tf.distribute.DistributedValues)
+    if not strategy.extended.variable_created_in_scope(slot.count):
+        where = "under another tf.distribute strategy" if distributed else "outside it"
+        raise RuntimeError(
+            f"GradientProbe: name {name!r} records a backward pass under "
+            f"{type(strategy).__name__} ({strategy.num_replicas_in_sync} replicas), but it was "
+            f"first watched {where}, so its storage is not one copy per replica of this strategy. "
+            "Watch it first inside this strategy's scope (build the model in strategy.scope()), "
+            "or use another name or a new GradientProbe."
+        )
+    if distributed and tf.distribute.in_cross_replica_context():
+        raise RuntimeError(
+            f"GradientProbe: name {name!r} keeps one copy per replica of "
+            f"{type(strategy).__name__}, and this backward pass runs in its cross-replica context "
+            "(under strategy.scope(), outside strategy.run): no replica to record it for. Compute "
+            "the gradient inside strategy.run (as model.fit does)."
+        )
+
+
 class GradientProbe:
     """Records the gradient that flows back through chosen tensors; the values stay untouched.
 
@@ -188,10 +230,11 @@ class GradientProbe:
         backward:  dL/dh = dL/dy,     probe.gradients[name] = dL/dy   (the last one that passed)
 
     It works eagerly, inside ``tf.function`` and with ``jit_compile=True`` (see the module
-    docstring for the few limitations and why). Read the results eagerly, after the step:
+    docstring for the few limitations and why), under ``tape.jacobian`` and under a distribution
+    strategy (each replica records its slice). Read the results eagerly, after the step:
     :attr:`gradients` (NumPy arrays), :meth:`norms` (L2 norms, ready for
-    :func:`gradlab.plots.gradient_norm_bars`) and :attr:`counts`; inside a ``tf.function`` use
-    :meth:`gradient`. :meth:`clear` forgets what was recorded.
+    :func:`gradlab.plots.gradient_norm_bars`), :attr:`counts` and :attr:`replica_gradients`;
+    inside a ``tf.function`` use :meth:`gradient`. :meth:`clear` forgets what was recorded.
 
     Names are kept in the order they were first watched, which for a probe per layer is the
     order of the layers.
@@ -256,6 +299,8 @@ class GradientProbe:
             fully known when the function is traced.
           RuntimeError: in a TF1 graph, or when ``name`` is first watched in a later trace of an
             already traced ``tf.function`` (variables can only be created in the first trace).
+            In the backward pass, under a distribution strategy ``name`` was not first watched
+            under, or in a strategy's cross-replica context (see the module docstring).
 
         Example:
           >>> import tensorflow as tf, gradlab
@@ -282,6 +327,7 @@ class GradientProbe:
             self._prepare_for_xla(name, slot, x)
 
         def record(dy):
+            _check_distribution(name, slot)
             dense = tf.convert_to_tensor(dy)  # an IndexedSlices upstream is recorded densely
             # In a pfor loop body (tape.jacobian...) the count's vectorized form adds the number
             # of iterations, and the body itself, which may also run, adds 0.
@@ -309,11 +355,17 @@ class GradientProbe:
         shape = x.shape if x.shape.is_fully_defined() else [0]
         try:
             with tf.init_scope():  # outside any trace: the variables outlive the function graph
+                # ON_READ: under a distribution strategy every replica keeps its own copy
+                # (without one, a plain variable).
                 slot = _Slot(
                     value=tf.Variable(tf.zeros(shape, x.dtype), shape=tf.TensorShape(None),
-                                      trainable=False, name="probe_gradient"),
+                                      trainable=False, name="probe_gradient",
+                                      synchronization=tf.VariableSynchronization.ON_READ,
+                                      aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA),
                     count=tf.Variable(tf.constant(0, tf.int64), trainable=False,
-                                      name="probe_count"),
+                                      name="probe_count",
+                                      synchronization=tf.VariableSynchronization.ON_READ,
+                                      aggregation=tf.VariableAggregation.SUM),
                     dtype=x.dtype,
                 )
         except ValueError as err:
@@ -354,13 +406,14 @@ class GradientProbe:
         """``{name: how many gradients passed since the last clear()}``, for every watched name.
 
         More than one per backward pass means the name probes several tensors (see the module
-        docstring).
+        docstring). Under a distribution strategy every replica's backward pass counts: one
+        training step on R replicas adds R.
 
         Raises:
           RuntimeError: inside a ``tf.function`` (read it after the call).
         """
         self._require_eager("counts")
-        return {name: int(slot.count.numpy()) for name, slot in self._slots.items()}
+        return {name: sum(self._replica_counts(slot)) for name, slot in self._slots.items()}
 
     @property
     def gradients(self) -> Dict[str, np.ndarray]:
@@ -369,20 +422,71 @@ class GradientProbe:
         A name that was watched but has no gradient since the last :meth:`clear` (no backward
         pass yet, or the loss does not depend on it) is left out.
 
+        Under a distribution strategy (``MirroredStrategy`` in ``fit``) each replica records the
+        gradient of its own slice of the batch, and this is their concatenation along the first
+        (batch) axis, in replica order: the whole batch's gradient, as one device records it
+        (Keras scales each replica's loss by 1 / replicas, so each sample's gradient is the
+        single-device one). For a probed tensor that every replica holds whole, such as a weight,
+        read the replicas' parts in :attr:`replica_gradients` instead (their sum is the
+        all-reduced gradient).
+
         Raises:
           RuntimeError: inside a ``tf.function`` (use :meth:`gradient` there).
         """
         self._require_eager("gradients")
-        return {
-            name: slot.value.numpy()
-            for name, slot in self._slots.items()
-            if int(slot.count.numpy()) > 0
-        }
+        joined = {}
+        for name, parts in self.replica_gradients.items():
+            if len(parts) == 1:
+                joined[name] = parts[0]
+            elif parts[0].ndim == 0:
+                joined[name] = np.stack(parts)
+            else:
+                joined[name] = np.concatenate(parts, axis=0)
+        return joined
+
+    @property
+    def replica_gradients(self) -> Dict[str, Tuple[np.ndarray, ...]]:
+        """``{name: (the last gradient recorded on each replica, in replica order)}``.
+
+        One array per replica that recorded a gradient since the last :meth:`clear`; without a
+        distribution strategy, a tuple of one (the array in :attr:`gradients`). Names without a
+        gradient are left out.
+
+        Raises:
+          RuntimeError: inside a ``tf.function``.
+
+        Example:
+          >>> import tensorflow as tf, gradlab
+          >>> probe = gradlab.GradientProbe()
+          >>> x = tf.constant([1.0, 2.0])
+          >>> with tf.GradientTape() as tape:
+          ...     tape.watch(x)
+          ...     y = tf.reduce_sum(probe(x, "x") * 3.0)
+          >>> _ = tape.gradient(y, x)
+          >>> probe.replica_gradients      # one device: one part
+          {'x': (array([3., 3.], dtype=float32),)}
+        """
+        self._require_eager("replica_gradients")
+        result = {}
+        for name, slot in self._slots.items():
+            counts = self._replica_counts(slot)
+            parts = tuple(
+                copy.numpy() for copy, count in zip(_per_replica(slot.value), counts) if count > 0
+            )
+            if parts:
+                result[name] = parts
+        return result
+
+    @staticmethod
+    def _replica_counts(slot: _Slot) -> Tuple[int, ...]:
+        return tuple(int(copy.numpy()) for copy in _per_replica(slot.count))
 
     def gradient(self, name: str) -> tf.Tensor:
         """The last gradient recorded under ``name``, as a tensor; works inside ``tf.function`` too.
 
-        Before any gradient arrived it holds zeros (check :attr:`counts`).
+        Before any gradient arrived it holds zeros (check :attr:`counts`). Inside a replica of a
+        distribution strategy (``strategy.run``) it is that replica's own gradient; outside,
+        the first replica's (:attr:`gradients` joins them all).
 
         Args:
           name: a watched name.
@@ -415,6 +519,9 @@ class GradientProbe:
         ::
 
             norms()[name] = sqrt(sum(gradients[name] ** 2))
+
+        Under a distribution strategy it is the norm of the replicas' joined gradient (the whole
+        batch's), ``sqrt`` of the sum of each replica's squared norm.
 
         The result plugs into :func:`gradlab.plots.gradient_norm_bars`.
 
