@@ -149,8 +149,12 @@ def _vectorizable(op, converter) -> None:
     ``pfor`` looks for a ``pfor_converter`` attribute on an op before its registry (TensorFlow
     2.16 to 2.21).
     """
-    if op is not None:  # None eagerly: nothing to vectorize
+    if op is None:  # eagerly: nothing to vectorize
+        return
+    try:
         op.pfor_converter = converter
+    except AttributeError:  # pragma: no cover - an Operation that takes no attribute: pfor fails
+        pass
 
 
 _PFOR_MESSAGE = (

@@ -153,6 +153,9 @@ def test_indexed_slices_upstream_is_recorded_densely(mode, run_in_mode):
     expected = [[2.0, 2.0], [0.0, 0.0], [4.0, 4.0]]
     np.testing.assert_array_equal(tf.convert_to_tensor(grad).numpy(), expected)
     np.testing.assert_array_equal(probe.gradients["table"], expected)
+    # the norm is the dense gradient's: row 2's two slices are summed (4), not squared apart
+    assert probe.norms() == {"table": pytest.approx(float(np.linalg.norm(expected)))}
+    assert probe.replica_gradients["table"][0].tolist() == expected
 
 
 REF = [[1.0, 2.0, 3.0], [3.0, -4.0, 5.0]]
