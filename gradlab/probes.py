@@ -206,14 +206,16 @@ def _check_distribution(name: str, slot: _Slot) -> None:
     """
     strategy = tf.distribute.get_strategy()
     distributed = isinstance(slot.count, tf.distribute.DistributedValues)
-    if not strategy.extended.variable_created_in_scope(slot.count):
-        where = "under another tf.distribute strategy" if distributed else "outside it"
+    owned = strategy.extended.variable_created_in_scope(slot.count)
+    if not owned and (distributed or strategy.num_replicas_in_sync > 1):  # one replica: harmless
+        here = (f"under {type(strategy).__name__} ({strategy.num_replicas_in_sync} replicas)"
+                if tf.distribute.has_strategy() else "without a distribution strategy")
+        where = "under another distribution strategy" if distributed else "outside it"
         raise RuntimeError(
-            f"GradientProbe: name {name!r} records a backward pass under "
-            f"{type(strategy).__name__} ({strategy.num_replicas_in_sync} replicas), but it was "
-            f"first watched {where}, so its storage is not one copy per replica of this strategy. "
-            "Watch it first inside this strategy's scope (build the model in strategy.scope()), "
-            "or use another name or a new GradientProbe."
+            f"GradientProbe: name {name!r} records a backward pass {here}, but it was first "
+            f"watched {where}, so its storage is not one copy per replica here. Watch a name "
+            "first where it records (under a strategy: build the model in strategy.scope()), or "
+            "use another name or a new GradientProbe."
         )
     if distributed and tf.distribute.in_cross_replica_context():
         raise RuntimeError(
@@ -303,8 +305,9 @@ class GradientProbe:
             fully known when the function is traced.
           RuntimeError: in a TF1 graph, or when ``name`` is first watched in a later trace of an
             already traced ``tf.function`` (variables can only be created in the first trace).
-            In the backward pass, under a distribution strategy ``name`` was not first watched
-            under, or in a strategy's cross-replica context (see the module docstring).
+            In the backward pass: where ``name``'s storage is not one copy per replica of the
+            strategy in force (it was first watched under another strategy or none), or in a
+            strategy's cross-replica context (see the module docstring).
 
         Example:
           >>> import tensorflow as tf, gradlab

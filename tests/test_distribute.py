@@ -228,6 +228,15 @@ SCRIPT = textwrap.dedent(
             tape.gradient(loss, x)
 
     out["probe_refused"]["cross_replica"] = refusal(cross_replica_backward)
+
+    def backward_without_the_strategy():  # the name's copies belong to mirrored
+        x = tf.constant(X)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(probe(x, name="x"))
+        tape.gradient(loss, x)
+
+    out["probe_refused"]["without_the_strategy"] = refusal(backward_without_the_strategy)
     print(json.dumps(out))
     """
 )
@@ -379,6 +388,8 @@ def test_probe_refuses_to_mix_replicas(distributed):
     refused = distributed["probe_refused"]
     assert refused["watched_outside"] is not None and refused["cross_replica"] is not None
     assert "first watched outside it" in refused["watched_outside"]
-    assert "MirroredStrategy (2 replicas)" in refused["watched_outside"]
+    assert "under MirroredStrategy (2 replicas)" in refused["watched_outside"]
+    assert "without a distribution strategy, but it was first watched under another" in (
+        refused["without_the_strategy"] or "")
     assert "cross-replica context" in refused["cross_replica"]
     assert "strategy.run" in refused["cross_replica"]
