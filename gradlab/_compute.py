@@ -15,6 +15,7 @@ plots need. Importing this module imports neither matplotlib nor ipywidgets.
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 from typing import Any, Callable, Mapping, Sequence
 
@@ -183,19 +184,53 @@ def _group_name(variable) -> str:
     return path.rsplit("/", 1)[0] if "/" in path else path
 
 
+def squared_norm(gradient) -> float:
+    """The squared L2 norm of one gradient, in float64; an ``IndexedSlices`` counts as its dense sum.
+
+    ::
+
+        squared_norm(g) = sum(dense(g) ** 2),    dense(g)[i] = sum of the slices with index i
+
+    A ``tf.IndexedSlices`` (the gradient of an ``Embedding`` table, of ``tf.gather``) holds one
+    slice per lookup, and a row read twice holds two: its dense value is their *sum*. Squaring each
+    slice instead (what ``tf.linalg.global_norm`` and ``tf.clip_by_global_norm`` do) gives
+    ``a**2 + b**2`` for a row whose gradient is ``a + b``. The repeated rows are summed first here
+    (``tf.unique`` and ``tf.math.unsorted_segment_sum``: the rows read, never the whole table), in
+    float64 so that half-precision or large gradients do not overflow.
+
+    Example:
+      >>> import tensorflow as tf
+      >>> from gradlab._compute import squared_norm
+      >>> rows = tf.IndexedSlices(tf.constant([[1.0], [2.0]]), tf.constant([0, 0]), [3, 1])
+      >>> squared_norm(rows)    # row 0 receives 1 + 2 = 3 (not 1**2 + 2**2 = 5)
+      9.0
+    """
+    if isinstance(gradient, tf.IndexedSlices):
+        rows, position = tf.unique(gradient.indices)
+        values = tf.math.unsorted_segment_sum(
+            tf.cast(gradient.values, tf.float64), position, tf.size(rows))
+    else:
+        values = tf.cast(tf.convert_to_tensor(gradient), tf.float64)
+    return float(tf.reduce_sum(tf.square(values)))
+
+
 def layer_gradient_norms(gradients: Sequence, variables: Sequence) -> dict[str, float]:
     """The L2 norm of the gradient of each layer's variables, in order of first appearance.
 
     ::
 
-        norm(layer) = sqrt(sum over the layer's variables v of sum(grad_v ** 2))
+        norm(layer) = sqrt(sum over the layer's variables v of sum(dense(grad_v) ** 2))
 
     Variables are grouped by their path without the last component (Keras 3 ``variable.path``,
     e.g. ``"dense_1/kernel"`` and ``"dense_1/bias"`` form ``"dense_1"``). A ``None`` gradient
-    (no path from the loss to that variable) counts as zero.
+    (no path from the loss to that variable) counts as zero. A ``tf.IndexedSlices`` gradient (an
+    ``Embedding`` table) counts as its dense value, whose row read several times is the *sum* of
+    its slices, so the norm is the dense gradient's (``tf.linalg.global_norm`` squares each slice
+    instead and is wrong when a row repeats). Computed in float64.
 
     Args:
-      gradients: what ``tape.gradient(loss, variables)`` returned, aligned with ``variables``.
+      gradients: what ``tape.gradient(loss, variables)`` returned, aligned with ``variables``:
+        tensors, ``tf.IndexedSlices`` or ``None``.
       variables: the variables, e.g. ``model.trainable_variables``.
 
     Returns:
@@ -211,6 +246,13 @@ def layer_gradient_norms(gradients: Sequence, variables: Sequence) -> dict[str, 
       >>> b = tf.Variable([0.0], name="dense/bias")
       >>> gradlab.plots.layer_gradient_norms([tf.constant([3.0, 4.0]), None], [w, b])
       {'dense': 5.0}
+
+      A table row looked up twice receives the sum of two slices (here 1 + 2 = 3, not 1 and 2):
+
+      >>> table = tf.Variable(tf.zeros([3, 1]), name="embedding/embeddings")
+      >>> slices = tf.IndexedSlices(tf.constant([[1.0], [2.0]]), tf.constant([0, 0]), [3, 1])
+      >>> gradlab.plots.layer_gradient_norms([slices], [table])
+      {'embedding': 3.0}
     """
     gradients, variables = list(gradients), list(variables)
     if len(gradients) != len(variables):
@@ -218,15 +260,11 @@ def layer_gradient_norms(gradients: Sequence, variables: Sequence) -> dict[str, 
             f"gradients and variables must be aligned (as zip(tape.gradient(loss, vars), vars)); "
             f"got {len(gradients)} gradients for {len(variables)} variables."
         )
-    groups: dict[str, list] = {}
+    groups: dict[str, float] = {}
     for gradient, variable in zip(gradients, variables):
-        group = groups.setdefault(_group_name(variable), [])
-        if gradient is not None:
-            group.append(gradient)
-    return {
-        name: float(tf.linalg.global_norm(grads)) if grads else 0.0
-        for name, grads in groups.items()
-    }
+        name = _group_name(variable)
+        groups[name] = groups.get(name, 0.0) + (0.0 if gradient is None else squared_norm(gradient))
+    return {name: math.sqrt(total) for name, total in groups.items()}
 
 
 def finite_or_nan(values) -> np.ndarray:

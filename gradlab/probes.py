@@ -41,6 +41,21 @@ Limitations (TensorFlow 2.21)
   shapes, or watching the name elsewhere with another shape in between, fails in XLA with
   ``InvalidArgumentError: Shape of resource ... cannot be changed after initialization``. Use one
   name per shape there.
+* ``tape.jacobian`` and ``tape.batch_jacobian`` run one backward pass per row of the Jacobian,
+  vectorized by default (pfor): the probe records them all, like a name that sees several
+  gradients: :attr:`GradientProbe.counts` grows by the number of rows, one row's gradient is kept
+  (the last one under pfor), and the Jacobian is the one without the probe. The same holds for
+  ``tf.vectorized_map`` (per-example gradients) and with ``experimental_use_pfor=False``. One case
+  is refused with ``RuntimeError``: a ``tf.function`` forward pass already differentiated once,
+  whose stored backward function pfor vectorizes; pass ``experimental_use_pfor=False`` there.
+* Under a distribution strategy (``MirroredStrategy`` in ``fit``, or ``strategy.run``) every
+  replica records the gradient of its own slice of the batch in its own copy of the variables
+  (``ON_READ`` variables): :attr:`GradientProbe.gradients` joins them along the batch axis,
+  :attr:`GradientProbe.replica_gradients` keeps them apart, and :attr:`GradientProbe.counts`
+  counts every replica's backward pass. A name must be watched first under the strategy that
+  records it (build the model in ``strategy.scope()``), and a strategy's backward pass must run
+  in its replicas, not its cross-replica context; otherwise recording raises ``RuntimeError``
+  (one copy written by every replica would keep one replica's slice).
 * TF1 graphs (``tf.compat.v1.Session``) are not supported (``RuntimeError``); use
   ``tf.gradients(loss, h)`` on the intermediate tensors there.
 * Create the probe once, before the ``tf.function`` that uses it, and :meth:`~GradientProbe.clear`
@@ -50,6 +65,7 @@ Limitations (TensorFlow 2.21)
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import Dict, Tuple
 
 import numpy as np
@@ -68,6 +84,88 @@ try:  # private, but the only way to know at trace time that XLA will compile th
 except (ImportError, AttributeError):  # pragma: no cover - a TensorFlow without it
     def _in_xla_context() -> bool:
         return False
+
+try:  # private, but the only way to know at trace time that pfor will vectorize the graph
+    from tensorflow.python.ops.parallel_for import control_flow_ops as _pfor_ops
+
+    _PFOR_CODE = _pfor_ops._pfor_impl.__code__
+except (ImportError, AttributeError):  # pragma: no cover - a TensorFlow without it
+    _PFOR_CODE = None
+
+
+def _in_pfor_loop() -> bool:
+    """Whether the ops built now are a ``pfor`` loop body (``tape.jacobian``, ``vectorized_map``).
+
+    ``pfor`` traces its loop body from ``_pfor_impl``, so that frame is on the Python stack exactly
+    while the body is built.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is _PFOR_CODE:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _pfor_assign_one(pfor_input):
+    """pfor's vectorized form of the probe's ``AssignVariableOp``: keep one iteration's gradient.
+
+    pfor stacks the iterations' gradients; the last one is written, as a loop run one iteration
+    after another would leave it. (The loop body pfor traced stays in the graph and may run too,
+    writing the first iteration's gradient: one of the gradients either way, as documented for a
+    name that sees several.)
+    """
+    handle = pfor_input.unstacked_input(0)
+    value, stacked, sparse_stacked = pfor_input.input(1)
+    if sparse_stacked:  # pragma: no cover - the probe assigns a dense tensor
+        raise RuntimeError(_PFOR_MESSAGE)
+    if stacked:
+        if value.shape.rank is not None and value.shape[0] == 0:
+            return tf.no_op()  # an empty chunk (parallel_iterations dividing the rows)
+        value = value[-1]
+    return tf.raw_ops.AssignVariableOp(resource=handle, value=value)
+
+
+def _pfor_count_iterations(pfor_input):
+    """pfor's vectorized form of the probe's count ``AssignAddVariableOp``: one per iteration.
+
+    Built inside a pfor loop body, the probe adds 0 (the body pfor traced may run as it is, once
+    per vectorized chunk); its vectorized form adds the chunk's number of iterations, so the count
+    grows by one per iteration, as in a loop run one iteration after another.
+    """
+    handle = pfor_input.unstacked_input(0)
+    iterations = tf.cast(pfor_input.pfor.loop_len_vector[0], tf.int64)
+    return tf.raw_ops.AssignAddVariableOp(resource=handle, value=iterations)
+
+
+def _pfor_refuse(pfor_input):
+    """For a probe built outside a pfor loop body whose backward pass pfor vectorizes anyway."""
+    raise RuntimeError(_PFOR_MESSAGE)
+
+
+def _vectorizable(op, converter) -> None:
+    """Gives a graph op the converter pfor uses for it instead of failing on a variable write.
+
+    ``pfor`` looks for a ``pfor_converter`` attribute on an op before its registry (TensorFlow
+    2.16 to 2.21).
+    """
+    if op is None:  # eagerly: nothing to vectorize
+        return
+    try:
+        op.pfor_converter = converter
+    except AttributeError:  # pragma: no cover - an Operation that takes no attribute: pfor fails
+        pass
+
+
+_PFOR_MESSAGE = (
+    "GradientProbe cannot record here: tape.jacobian, tape.batch_jacobian and tf.vectorized_map "
+    "vectorize the backward pass (pfor), and this probe's backward pass was built before, outside "
+    "the vectorized loop (typically a tf.function forward whose backward function TensorFlow "
+    "reuses), so the number of gradients that pass cannot be counted. Pass "
+    "experimental_use_pfor=False to jacobian/batch_jacobian (the probe then records the backward "
+    "pass of every row), or run the forward pass eagerly or in the same tf.function as the "
+    "jacobian."
+)
 
 __all__ = ["GradientProbe"]
 
@@ -92,6 +190,42 @@ def _check_name(name: object) -> str:
     return name
 
 
+def _per_replica(variable) -> tuple:
+    """The variable's copy on every replica, in replica order (one copy without a strategy)."""
+    if isinstance(variable, tf.distribute.DistributedValues):
+        return tuple(variable.values)
+    return (variable,)
+
+
+def _check_distribution(name: str, slot: _Slot) -> None:
+    """Refuses to record where the name's variables would drop or mix replicas' gradients.
+
+    Each replica must write its own copy: the name's variables must belong to the strategy in
+    force, and a strategy's copies are written from its replicas (``strategy.run``, ``fit``), not
+    from its cross-replica context.
+    """
+    strategy = tf.distribute.get_strategy()
+    distributed = isinstance(slot.count, tf.distribute.DistributedValues)
+    owned = strategy.extended.variable_created_in_scope(slot.count)
+    if not owned and (distributed or strategy.num_replicas_in_sync > 1):  # one replica: harmless
+        here = (f"under {type(strategy).__name__} ({strategy.num_replicas_in_sync} replicas)"
+                if tf.distribute.has_strategy() else "without a distribution strategy")
+        where = "under another distribution strategy" if distributed else "outside it"
+        raise RuntimeError(
+            f"GradientProbe: name {name!r} records a backward pass {here}, but it was first "
+            f"watched {where}, so its storage is not one copy per replica here. Watch a name "
+            "first where it records (under a strategy: build the model in strategy.scope()), or "
+            "use another name or a new GradientProbe."
+        )
+    if distributed and tf.distribute.in_cross_replica_context():
+        raise RuntimeError(
+            f"GradientProbe: name {name!r} keeps one copy per replica of "
+            f"{type(strategy).__name__}, and this backward pass runs in its cross-replica context "
+            "(under strategy.scope(), outside strategy.run): no replica to record it for. Compute "
+            "the gradient inside strategy.run (as model.fit does)."
+        )
+
+
 class GradientProbe:
     """Records the gradient that flows back through chosen tensors; the values stay untouched.
 
@@ -102,10 +236,11 @@ class GradientProbe:
         backward:  dL/dh = dL/dy,     probe.gradients[name] = dL/dy   (the last one that passed)
 
     It works eagerly, inside ``tf.function`` and with ``jit_compile=True`` (see the module
-    docstring for the few limitations and why). Read the results eagerly, after the step:
+    docstring for the few limitations and why), under ``tape.jacobian`` and under a distribution
+    strategy (each replica records its slice). Read the results eagerly, after the step:
     :attr:`gradients` (NumPy arrays), :meth:`norms` (L2 norms, ready for
-    :func:`gradlab.plots.gradient_norm_bars`) and :attr:`counts`; inside a ``tf.function`` use
-    :meth:`gradient`. :meth:`clear` forgets what was recorded.
+    :func:`gradlab.plots.gradient_norm_bars`), :attr:`counts` and :attr:`replica_gradients`;
+    inside a ``tf.function`` use :meth:`gradient`. :meth:`clear` forgets what was recorded.
 
     Names are kept in the order they were first watched, which for a probe per layer is the
     order of the layers.
@@ -170,6 +305,9 @@ class GradientProbe:
             fully known when the function is traced.
           RuntimeError: in a TF1 graph, or when ``name`` is first watched in a later trace of an
             already traced ``tf.function`` (variables can only be created in the first trace).
+            In the backward pass: where ``name``'s storage is not one copy per replica of the
+            strategy in force (it was first watched under another strategy or none), or in a
+            strategy's cross-replica context (see the module docstring).
 
         Example:
           >>> import tensorflow as tf, gradlab
@@ -196,11 +334,17 @@ class GradientProbe:
             self._prepare_for_xla(name, slot, x)
 
         def record(dy):
+            _check_distribution(name, slot)
             dense = tf.convert_to_tensor(dy)  # an IndexedSlices upstream is recorded densely
+            # In a pfor loop body (tape.jacobian...) the count's vectorized form adds the number
+            # of iterations, and the body itself, which may also run, adds 0.
+            in_pfor = not tf.executing_eagerly() and _in_pfor_loop()
             updates = [
                 slot.value.assign(dense, read_value=False),
-                slot.count.assign_add(1, read_value=False),
+                slot.count.assign_add(0 if in_pfor else 1, read_value=False),
             ]
+            _vectorizable(updates[0], _pfor_assign_one if in_pfor else _pfor_refuse)
+            _vectorizable(updates[1], _pfor_count_iterations if in_pfor else _pfor_refuse)
             with tf.control_dependencies([u for u in updates if u is not None]):  # None eagerly
                 return tf.identity(dense)
 
@@ -218,11 +362,17 @@ class GradientProbe:
         shape = x.shape if x.shape.is_fully_defined() else [0]
         try:
             with tf.init_scope():  # outside any trace: the variables outlive the function graph
+                # ON_READ: under a distribution strategy every replica keeps its own copy
+                # (without one, a plain variable).
                 slot = _Slot(
                     value=tf.Variable(tf.zeros(shape, x.dtype), shape=tf.TensorShape(None),
-                                      trainable=False, name="probe_gradient"),
+                                      trainable=False, name="probe_gradient",
+                                      synchronization=tf.VariableSynchronization.ON_READ,
+                                      aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA),
                     count=tf.Variable(tf.constant(0, tf.int64), trainable=False,
-                                      name="probe_count"),
+                                      name="probe_count",
+                                      synchronization=tf.VariableSynchronization.ON_READ,
+                                      aggregation=tf.VariableAggregation.SUM),
                     dtype=x.dtype,
                 )
         except ValueError as err:
@@ -263,13 +413,14 @@ class GradientProbe:
         """``{name: how many gradients passed since the last clear()}``, for every watched name.
 
         More than one per backward pass means the name probes several tensors (see the module
-        docstring).
+        docstring). Under a distribution strategy every replica's backward pass counts: one
+        training step on R replicas adds R.
 
         Raises:
           RuntimeError: inside a ``tf.function`` (read it after the call).
         """
         self._require_eager("counts")
-        return {name: int(slot.count.numpy()) for name, slot in self._slots.items()}
+        return {name: sum(self._replica_counts(slot)) for name, slot in self._slots.items()}
 
     @property
     def gradients(self) -> Dict[str, np.ndarray]:
@@ -278,20 +429,71 @@ class GradientProbe:
         A name that was watched but has no gradient since the last :meth:`clear` (no backward
         pass yet, or the loss does not depend on it) is left out.
 
+        Under a distribution strategy (``MirroredStrategy`` in ``fit``) each replica records the
+        gradient of its own slice of the batch, and this is their concatenation along the first
+        (batch) axis, in replica order: the whole batch's gradient, as one device records it
+        (Keras scales each replica's loss by 1 / replicas, so each sample's gradient is the
+        single-device one). For a probed tensor that every replica holds whole, such as a weight,
+        read the replicas' parts in :attr:`replica_gradients` instead (their sum is the
+        all-reduced gradient).
+
         Raises:
           RuntimeError: inside a ``tf.function`` (use :meth:`gradient` there).
         """
         self._require_eager("gradients")
-        return {
-            name: slot.value.numpy()
-            for name, slot in self._slots.items()
-            if int(slot.count.numpy()) > 0
-        }
+        joined = {}
+        for name, parts in self.replica_gradients.items():
+            if len(parts) == 1:
+                joined[name] = parts[0]
+            elif parts[0].ndim == 0:
+                joined[name] = np.stack(parts)
+            else:
+                joined[name] = np.concatenate(parts, axis=0)
+        return joined
+
+    @property
+    def replica_gradients(self) -> Dict[str, Tuple[np.ndarray, ...]]:
+        """``{name: (the last gradient recorded on each replica, in replica order)}``.
+
+        One array per replica that recorded a gradient since the last :meth:`clear`; without a
+        distribution strategy, a tuple of one (the array in :attr:`gradients`). Names without a
+        gradient are left out.
+
+        Raises:
+          RuntimeError: inside a ``tf.function``.
+
+        Example:
+          >>> import tensorflow as tf, gradlab
+          >>> probe = gradlab.GradientProbe()
+          >>> x = tf.constant([1.0, 2.0])
+          >>> with tf.GradientTape() as tape:
+          ...     tape.watch(x)
+          ...     y = tf.reduce_sum(probe(x, "x") * 3.0)
+          >>> _ = tape.gradient(y, x)
+          >>> probe.replica_gradients      # one device: one part
+          {'x': (array([3., 3.], dtype=float32),)}
+        """
+        self._require_eager("replica_gradients")
+        result = {}
+        for name, slot in self._slots.items():
+            counts = self._replica_counts(slot)
+            parts = tuple(
+                copy.numpy() for copy, count in zip(_per_replica(slot.value), counts) if count > 0
+            )
+            if parts:
+                result[name] = parts
+        return result
+
+    @staticmethod
+    def _replica_counts(slot: _Slot) -> Tuple[int, ...]:
+        return tuple(int(copy.numpy()) for copy in _per_replica(slot.count))
 
     def gradient(self, name: str) -> tf.Tensor:
         """The last gradient recorded under ``name``, as a tensor; works inside ``tf.function`` too.
 
-        Before any gradient arrived it holds zeros (check :attr:`counts`).
+        Before any gradient arrived it holds zeros (check :attr:`counts`). Inside a replica of a
+        distribution strategy (``strategy.run``) it is that replica's own gradient; outside,
+        the first replica's (:attr:`gradients` joins them all).
 
         Args:
           name: a watched name.
@@ -324,6 +526,9 @@ class GradientProbe:
         ::
 
             norms()[name] = sqrt(sum(gradients[name] ** 2))
+
+        Under a distribution strategy it is the norm of the replicas' joined gradient (the whole
+        batch's), ``sqrt`` of the sum of each replica's squared norm.
 
         The result plugs into :func:`gradlab.plots.gradient_norm_bars`.
 

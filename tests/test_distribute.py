@@ -162,6 +162,81 @@ SCRIPT = textwrap.dedent(
 
     out["plain_dense"] = {"mirrored": plain_dense_step(mirrored), "single": plain_dense_step(single),
                           "keras": keras.__version__}
+
+    # GradientProbe: a probe at the model's output records dLoss/dy = DY (see dot_loss).
+    class Probed(keras.layers.Layer):
+        def __init__(self, probe, **kwargs):
+            super().__init__(**kwargs)
+            self.probe = probe
+        def call(self, x):
+            return self.probe(x, name="out")
+        def compute_output_shape(self, input_shape):
+            return input_shape
+
+    def replica_parts(probe, name):  # (an older gradlab without replica_gradients: none)
+        return getattr(probe, "replica_gradients", {}).get(name, ())
+
+    def probe_fit(strategy):
+        probe = gradlab.GradientProbe()
+        with strategy.scope():
+            model = keras.Sequential([keras.Input((3,)), Shift(), Probed(probe)])
+            model.compile(keras.optimizers.SGD(0.0), loss=dot_loss)
+        model.fit(X, N * DY, batch_size=N, epochs=1, shuffle=False, verbose=0)
+        return {"counts": probe.counts, "gradients": probe.gradients["out"].tolist(),
+                "parts": [p.tolist() for p in replica_parts(probe, "out")],
+                "norm": probe.norms()["out"]}
+
+    out["probe_fit"] = {"mirrored": probe_fit(mirrored), "single": probe_fit(single)}
+
+    def probe_run(probe, x_value):  # a custom step; each replica returns dLoss/dx of its slice
+        @tf.function
+        def step(x):
+            def replica_fn(x):
+                with tf.GradientTape() as tape:
+                    tape.watch(x)
+                    loss = tf.reduce_sum(probe(x, name="x") * tf.constant([1.0, -2.0, 0.5]))
+                return tape.gradient(loss, x)
+            return mirrored.run(replica_fn, args=(x,))
+        batches = mirrored.experimental_distribute_dataset(
+            tf.data.Dataset.from_tensor_slices(x_value).batch(N))
+        return step(next(iter(batches)))
+
+    probe = gradlab.GradientProbe()        # first watched inside strategy.run, in a replica
+    probe_run(probe, X)
+    out["probe_run"] = {"counts": probe.counts,
+                        "parts": [p.tolist() for p in replica_parts(probe, "x")]}
+    probe.clear()
+    out["probe_run"]["cleared"] = probe.counts
+
+    def refusal(action):
+        try:
+            action()
+        except RuntimeError as err:
+            return str(err)
+        return None
+
+    outside = gradlab.GradientProbe()
+    outside(tf.zeros([2, 3]), "x")        # first watched without the strategy: one copy only
+    out["probe_refused"] = {"watched_outside": refusal(lambda: probe_run(outside, X))}
+
+    def cross_replica_backward():
+        with mirrored.scope():
+            x = tf.constant(X)
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                loss = tf.reduce_sum(probe(x, name="x"))
+            tape.gradient(loss, x)
+
+    out["probe_refused"]["cross_replica"] = refusal(cross_replica_backward)
+
+    def backward_without_the_strategy():  # the name's copies belong to mirrored
+        x = tf.constant(X)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(probe(x, name="x"))
+        tape.gradient(loss, x)
+
+    out["probe_refused"]["without_the_strategy"] = refusal(backward_without_the_strategy)
     print(json.dumps(out))
     """
 )
@@ -275,3 +350,46 @@ def test_keras_optimizer_clipvalue_also_clips_per_replica(sound_mirrored_fit, di
     np.testing.assert_allclose(
         clipvalue["mirrored"], np.clip(g1, -CLIP, CLIP) + np.clip(g2, -CLIP, CLIP), rtol=1e-6
     )
+
+
+# ------------------------------------------------------------------------------------------------
+# GradientProbe under MirroredStrategy: every replica records its slice
+# ------------------------------------------------------------------------------------------------
+
+
+def test_probe_in_fit_records_every_replica(distributed):
+    """Each replica records its half batch; gradients joins them (the whole batch), counts adds
+    one per replica and step (a probe that kept one replica's (2, 3) looked like one device)."""
+    mirrored, single = distributed["probe_fit"]["mirrored"], distributed["probe_fit"]["single"]
+    assert single["counts"] == {"out": 1} and mirrored["counts"] == {"out": 2}
+    assert np.shape(single["parts"]) == (1, 4, 3) and np.shape(mirrored["parts"]) == (2, 2, 3)
+    assert np.shape(mirrored["gradients"]) == np.shape(single["gradients"]) == (4, 3)
+    np.testing.assert_array_equal(np.concatenate(mirrored["parts"]), mirrored["gradients"])
+    np.testing.assert_allclose(single["gradients"], DY, rtol=1e-6)
+    np.testing.assert_allclose(single["norm"], np.linalg.norm(np.array(DY, np.float64)), rtol=1e-6)
+
+
+def test_probe_in_fit_records_the_single_device_gradient(sound_mirrored_fit, distributed):
+    mirrored = distributed["probe_fit"]["mirrored"]
+    np.testing.assert_allclose(mirrored["gradients"], DY, rtol=1e-6)
+    np.testing.assert_allclose(mirrored["parts"][0], DY[:2], rtol=1e-6)
+    np.testing.assert_allclose(mirrored["parts"][1], DY[2:], rtol=1e-6)
+    np.testing.assert_allclose(mirrored["norm"], np.linalg.norm(np.array(DY, np.float64)), rtol=1e-6)
+
+
+def test_probe_in_strategy_run_records_each_replica_and_clears(distributed):
+    """Without fit: a name first watched inside strategy.run gets one copy per replica too."""
+    run = distributed["probe_run"]
+    assert run["counts"] == {"x": 2} and run["cleared"] == {"x": 0}
+    np.testing.assert_array_equal(run["parts"], [[[1.0, -2.0, 0.5]] * 2] * 2)
+
+
+def test_probe_refuses_to_mix_replicas(distributed):
+    refused = distributed["probe_refused"]
+    assert refused["watched_outside"] is not None and refused["cross_replica"] is not None
+    assert "first watched outside it" in refused["watched_outside"]
+    assert "under MirroredStrategy (2 replicas)" in refused["watched_outside"]
+    assert "without a distribution strategy, but it was first watched under another" in (
+        refused["without_the_strategy"] or "")
+    assert "cross-replica context" in refused["cross_replica"]
+    assert "strategy.run" in refused["cross_replica"]

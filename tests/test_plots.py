@@ -262,6 +262,47 @@ def test_layer_gradient_norms_counts_none_as_zero_and_checks_alignment():
         gp.layer_gradient_norms([None], [object()])
 
 
+def test_layer_gradient_norms_sums_the_repeated_rows_of_an_embedding_gradient():
+    """A token read twice: the table's IndexedSlices holds two slices for one row, whose dense
+    gradient is their sum; the norm is the dense gradient's (global_norm squared each slice)."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,), dtype="int32"),
+                              keras.layers.Embedding(6, 3, name="embedding"),
+                              keras.layers.Dense(1, name="out")])
+    tokens = tf.constant([[1, 4, 1, 1], [2, 1, 5, 5]])
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(model(tokens) ** 2)
+    gradients = tape.gradient(loss, model.trainable_variables)
+    table_gradient = gradients[0]
+    assert isinstance(table_gradient, tf.IndexedSlices) and table_gradient.indices.shape[0] == 8
+    dense = [tf.convert_to_tensor(g).numpy().astype(np.float64) for g in gradients]
+    norms = gp.layer_gradient_norms(gradients, model.trainable_variables)
+    embedding, out = norms  # "sequential/embedding", "sequential/out"
+    assert embedding.endswith("embedding") and out.endswith("out")
+    assert norms[embedding] == pytest.approx(np.linalg.norm(dense[0]), rel=1e-6)
+    assert norms[out] == pytest.approx(np.sqrt(np.sum(dense[1] ** 2) + np.sum(dense[2] ** 2)),
+                                         rel=1e-6)
+    slicewise = float(tf.linalg.global_norm([table_gradient]))  # the wrong reading, for contrast
+    assert abs(slicewise - norms[embedding]) > 0.05 * norms[embedding]
+
+
+@pytest.mark.parametrize("indices", [[0, 2, 0, 0], [2, 2, 2, 2], []], ids=["repeated", "one row", "empty"])
+def test_layer_gradient_norms_of_indexed_slices_equals_the_dense_norm(indices):
+    values = tf.constant(np.arange(1, 2 * len(indices) + 1, dtype=np.float32).reshape(-1, 2))
+    slices = tf.IndexedSlices(values, tf.constant(indices, tf.int64), tf.constant([3, 2], tf.int64))
+    table = tf.Variable(tf.zeros([3, 2]), name="embedding/embeddings")
+    expected = np.linalg.norm(tf.convert_to_tensor(slices).numpy().astype(np.float64))
+    assert gp.layer_gradient_norms([slices], [table]) == {"embedding": pytest.approx(expected, rel=1e-7)}
+
+
+def test_layer_gradient_norms_neither_overflows_in_half_precision_nor_mixes_dtypes():
+    kernel = tf.Variable(tf.zeros([2], tf.float16), name="layer/kernel")
+    bias = tf.Variable(tf.zeros([1], tf.float64), name="layer/bias")
+    gradients = [tf.constant([300.0, 400.0], tf.float16), tf.constant([1200.0], tf.float64)]
+    # float16: 300**2 overflows (max 65504); float16 and float64 in one layer: one sum in float64
+    assert gp.layer_gradient_norms(gradients, [kernel, bias]) == {"layer": 1300.0}
+
+
 # --- computation_graph ------------------------------------------------------------------------------
 
 CHAIN = dict(

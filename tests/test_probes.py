@@ -153,6 +153,102 @@ def test_indexed_slices_upstream_is_recorded_densely(mode, run_in_mode):
     expected = [[2.0, 2.0], [0.0, 0.0], [4.0, 4.0]]
     np.testing.assert_array_equal(tf.convert_to_tensor(grad).numpy(), expected)
     np.testing.assert_array_equal(probe.gradients["table"], expected)
+    # the norm is the dense gradient's: row 2's two slices are summed (4), not squared apart
+    assert probe.norms() == {"table": pytest.approx(float(np.linalg.norm(expected)))}
+    assert probe.replica_gradients["table"][0].tolist() == expected
+
+
+REF = [[1.0, 2.0, 3.0], [3.0, -4.0, 5.0]]
+JACOBIAN_X = [[1.0, 2.0, 0.5], [3.0, 4.0, -1.0]]
+
+
+def _jacobian_run(probe, batch, use_pfor, parallel_iterations=None):
+    """y = probe(x) ** 2 * REF; its (batch) Jacobian with respect to x."""
+    def run(x):
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(x)
+            h = x if probe is None else probe(x, name="h")
+            y = h ** 2 * tf.constant(REF)
+        jacobian = tape.batch_jacobian if batch else tape.jacobian
+        return jacobian(y, x, experimental_use_pfor=use_pfor,
+                        parallel_iterations=parallel_iterations)
+    return run
+
+
+def _row_gradients(batch):
+    """The gradient dy_row/dh of every row of the Jacobian (what the probe sees per row)."""
+    x, ref = np.array(JACOBIAN_X, np.float32), np.array(REF, np.float32)
+    local = 2 * x * ref  # dy/dh, elementwise
+    rows = []
+    for j in range(x.shape[1] if batch else x.size):
+        one_hot = np.zeros(x.shape[1] if batch else x.size, np.float32)
+        one_hot[j] = 1.0
+        upstream = np.tile(one_hot, (x.shape[0], 1)) if batch else one_hot.reshape(x.shape)
+        rows.append(upstream * local)
+    return rows
+
+
+@pytest.mark.parametrize("use_pfor", [True, False], ids=["pfor", "while_loop"])
+@pytest.mark.parametrize("batch", [False, True], ids=["jacobian", "batch_jacobian"])
+def test_jacobians_run_and_record_every_row(mode, run_in_mode, batch, use_pfor):
+    """tape.jacobian / batch_jacobian vectorize the backward pass (pfor) by default: the probe's
+    variable writes have a vectorized form, so the Jacobian is the one without the probe, the
+    count grows by one per row, and one row's gradient is kept (the last, in eager mode)."""
+    probe = gradlab.GradientProbe()
+    x = tf.constant(JACOBIAN_X)
+    got = run_in_mode(_jacobian_run(probe, batch, use_pfor))(x)
+    expected = run_in_mode(_jacobian_run(None, batch, use_pfor))(x)
+    np.testing.assert_array_equal(got.numpy(), expected.numpy())
+    rows = _row_gradients(batch)
+    assert probe.counts == {"h": len(rows)}
+    recorded = probe.gradients["h"]
+    assert any(np.array_equal(recorded, row) for row in rows), recorded
+    if mode == "eager" or use_pfor:
+        np.testing.assert_array_equal(recorded, rows[-1])
+
+
+@pytest.mark.parametrize("parallel_iterations", [2, 4])
+def test_jacobian_in_vectorized_chunks_counts_every_row(parallel_iterations):
+    """parallel_iterations splits the rows into chunks (a remainder, then full chunks in a loop)."""
+    probe = gradlab.GradientProbe()
+    x = tf.constant(JACOBIAN_X)
+    got = _jacobian_run(probe, False, True, parallel_iterations)(x)
+    np.testing.assert_array_equal(got.numpy(), _jacobian_run(None, False, True)(x).numpy())
+    assert probe.counts == {"h": 6}
+    np.testing.assert_array_equal(probe.gradients["h"], _row_gradients(False)[-1])
+
+
+def test_vectorized_map_of_per_example_gradients_counts_every_example():
+    probe = gradlab.GradientProbe()
+
+    def per_example(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(probe(x, name="h") ** 2)
+        return tape.gradient(loss, x)
+
+    batch = tf.constant(JACOBIAN_X)
+    np.testing.assert_array_equal(tf.vectorized_map(per_example, batch).numpy(), 2 * batch.numpy())
+    assert probe.counts == {"h": 2}
+    np.testing.assert_array_equal(probe.gradients["h"], 2 * batch.numpy()[-1])
+
+
+def test_a_reused_backward_function_under_pfor_raises_a_clear_error():
+    """A tf.function forward differentiated once keeps its backward function, built outside the
+    vectorized loop: pfor cannot count its rows, and the error says what to do."""
+    probe = gradlab.GradientProbe()
+    forward = tf.function(lambda t: probe(t, "h") ** 2 * tf.constant(REF))
+    x = tf.constant(JACOBIAN_X)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = forward(x)
+    tape.gradient(y, x)
+    with pytest.raises(RuntimeError, match="built before.*Pass experimental_use_pfor=False"):
+        tape.jacobian(y, x)
+    probe.clear()
+    jacobian = tape.jacobian(y, x, experimental_use_pfor=False)  # the advice works
+    np.testing.assert_array_equal(jacobian.numpy(), _jacobian_run(None, False, True)(x).numpy())
+    assert probe.counts == {"h": 6}
 
 
 # ------------------------------------------------------------------------------------------------
