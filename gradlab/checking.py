@@ -281,7 +281,9 @@ def _second_order(fn, x: tf.Tensor, upstream: tf.Tensor, seed: int, delta, rtol:
         tape.watch(x)
         total = tf.reduce_sum(tf.cast(w, x.dtype) * _vjp(fn, x, upstream))
     autodiff = tape.gradient(total, x)
-    autodiff = np.zeros(x.shape.as_list()) if autodiff is None else autodiff.numpy().astype(np.float64)
+    # An IndexedSlices second derivative (fn reads x through tf.gather) is summed into a dense tensor.
+    autodiff = (np.zeros(x.shape.as_list()) if autodiff is None
+                else tf.convert_to_tensor(autodiff).numpy().astype(np.float64))
     directions = _directions(autodiff, seed + 10) if fast and autodiff.size else None
     differences = _finite_differences(weighted_vjp, x, dtype, delta, directions)
     projected = differences.project(autodiff)

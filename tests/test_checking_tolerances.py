@@ -247,3 +247,10 @@ def test_fast_mode_checks_a_keras_cnn():
 def test_fast_must_be_a_bool():
     with pytest.raises(TypeError, match=r"fast must be True or False; got str 'yes'"):
         gradlab.check_gradient(tf.sin, X64, fast="yes")
+
+
+def test_order_2_of_a_function_that_gathers_its_input():
+    """The second derivative of fn(t) = gather(t, [0, 0, 2])**2 is an IndexedSlices: summed, not a crash."""
+    x = tf.constant([0.5, -1.0, 2.0], tf.float64)
+    result = gradlab.check_gradient(lambda t: tf.gather(t, [0, 0, 2]) ** 2, x, order=2)
+    assert result.ok, result.message
