@@ -446,6 +446,12 @@ def _rebuilt(layer) -> keras.layers.Layer:
     return new
 
 
+def _layer_pairs(model, copy) -> List[tuple]:
+    """(original, copy) of each layer of ``model`` (a ``keras.ops.relu`` op's copy is a layer)."""
+    pairs = zip(_operations(model), _operations(copy), strict=True)
+    return [(old, new) for old, new in pairs if isinstance(old, keras.layers.Layer)]
+
+
 def _copy_weights(model, copy) -> None:
     """Sets every layer of ``copy`` to the weights of its original in ``model``, value for value.
 
@@ -453,7 +459,7 @@ def _copy_weights(model, copy) -> None:
       _CannotCopy: naming the layer, if a rebuilt layer's weights differ in number or shape from
         the original's (its config does not describe it).
     """
-    for old, new in zip(model.layers, copy.layers, strict=True):
+    for old, new in _layer_pairs(model, copy):
         old_shapes = [tuple(w.shape) for w in old.weights]
         new_shapes = [tuple(w.shape) for w in new.weights]
         if old_shapes != new_shapes:
@@ -550,6 +556,13 @@ def _guard_config(layer) -> None:
     layer.get_config = get_config
 
 
+def _last_line(error: Exception) -> str:
+    """``Type: last line`` of an error's message (a tf.function error ends with its cause)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    line = lines[-1] if lines else ""
+    return line if line.split(":")[0].endswith(("Error", "Exception")) else f"{type(error).__name__}: {line}"
+
+
 def _check_traced(layer, rule: str) -> int:
     """Traces a copy's opaque ``layer``: refuses a ReLU op it builds that is not ``rule``'s; the count of those.
 
@@ -562,7 +575,7 @@ def _check_traced(layer, rule: str) -> int:
     except Exception as error:  # noqa: BLE001 - a user's call() may raise anything on a symbolic tensor
         raise ValueError(
             f"layer {layer.name!r} ({type(layer).__name__}) cannot be traced on its input "
-            f"({type(error).__name__}: {str(error).strip()[:300]}), so with_relu_gradient cannot tell whether "
+            f"({_last_line(error)}), so with_relu_gradient cannot tell whether "
             "it builds a ReLU op it would leave with the plain gradient. Make its call() run in a "
             "tf.function on a tensor of its input's shape, or put gradlab.layers.ReLUGradient(rule) in it "
             "yourself and leave it out of with_relu_gradient."
@@ -667,7 +680,7 @@ def _with_rule(model, rule: str, alpha: float) -> Tuple[keras.Model, int]:
             f"those, or use ReLUGradient in its call(). (Keras: {str(error).strip()})"
         ) from error
     _copy_weights(model, copy)
-    for old, new in zip(model.layers, copy.layers, strict=True):
+    for old, new in _layer_pairs(model, copy):
         if isinstance(old, keras.Model) or not _opaque(old):
             continue
         _check_policies(old, new)
