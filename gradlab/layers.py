@@ -6,6 +6,10 @@ use it; a layer is, and these layers work in Sequential and functional models, i
 survive ``model.save("m.keras")`` + ``keras.models.load_model`` (they are registered as
 serializable under the package name ``"gradlab"``).
 
+Like every Keras layer (``keras.layers.Identity`` too) they compute in their dtype policy: a float64
+tensor through a layer of the default float32 policy comes out float32, so give ``dtype="float64"``
+in a float64 model. The policy is saved in the config and kept by ``with_relu_gradient``.
+
 Their parameters are numbers, saved in the layer's config. ``GradientReversal.factor`` may also
 change during training (``layer.factor = value``, for the ramp of domain-adversarial training); for
 any other parameter that changes, call the op with a variable inside your own layer, e.g.
@@ -479,7 +483,8 @@ class _GlobalPolicy:
 
     def __enter__(self):
         self.saved = keras.config.dtype_policy()
-        keras.config.set_dtype_policy(self.policy)
+        if getattr(self.policy, "quantization_mode", None) is None:   # a quantized policy is a layer's only
+            keras.config.set_dtype_policy(self.policy.name)
 
     def __exit__(self, *exc_info):
         keras.config.set_dtype_policy(self.saved)

@@ -232,6 +232,26 @@ def test_a_rank_4_activation_that_builds_a_relu_is_refused(make):
         with_relu_gradient(model, "deconvnet")
 
 
+@keras.saving.register_keras_serializable(package="test_relu_trust")
+def shuffle_blocks(x):
+    """A registered rank-4 activation that builds no ReLU op."""
+    return tf.nn.depth_to_space(tf.nn.space_to_depth(x, 2), 2)
+
+
+def test_a_rank_4_activation_without_relu_and_a_nested_model_without_relu_are_copied():
+    """Traced on its real shape, an activation without a ReLU is no ReLU; a nested model without one is
+    fine when the model has ReLUs elsewhere."""
+    keras.utils.set_random_seed(3)
+    inner = keras.Sequential([keras.Input((4, 4, 4)), keras.layers.Conv2D(4, 1, activation="tanh")], name="inner")
+    inputs = keras.Input((4, 4, 4))
+    h = keras.layers.Conv2D(4, 1, activation=shuffle_blocks)(inner(inputs))
+    model = keras.Model(inputs, keras.layers.Conv2D(4, 1, activation="relu")(h))
+    copy = with_relu_gradient(model, "deconvnet")
+    x = np.random.default_rng(3).standard_normal((2, 4, 4, 4)).astype(np.float32)
+    assert _same_bits(model(x), copy(x))
+    assert isinstance(copy.layers[-1].activation, ReLUGradientActivation)
+
+
 def test_keras_ops_relu_in_a_functional_model_gets_the_rule():
     """keras.ops.relu called on a Keras tensor is an op of the model, not a layer."""
     inputs = keras.Input((4,))
