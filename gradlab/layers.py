@@ -513,10 +513,28 @@ def _check_policies(old, new) -> None:
             )
 
 
-def _swap_sublayers(layer, rule: str, alpha: float) -> bool:
-    """Gives the plain ReLUs in ``layer``'s sublayers (a built copy's) ``rule``; whether it changed any."""
+def _shares(original, sub) -> "_CannotCopy":
+    """The refusal of a rebuilt layer that holds ``sub``, a sublayer of ``original`` with a ReLU."""
+    return _CannotCopy(
+        f"layer {original.name!r} ({type(original).__name__}) cannot be copied: rebuilt from its config it "
+        f"still holds the original's sublayer {sub.name!r} ({type(sub).__name__}), so giving that "
+        "sublayer's ReLU the rule would change the original model too. Create the sublayers in the "
+        "layer's __init__ or build(), not once for all its instances."
+    )
+
+
+def _swap_sublayers(original, layer, rule: str, alpha: float) -> bool:
+    """Gives the plain ReLUs in ``layer``'s sublayers (a built copy's) ``rule``; whether it changed any.
+
+    Raises:
+      _CannotCopy: naming the layer, if a sublayer with a ReLU is the original's own object (not
+        rebuilt from the config): replacing its ReLU would change the original model too.
+    """
+    originals = {id(sub) for sub in original._flatten_layers(include_self=False)}
     changed = False
     for sub in layer._flatten_layers(include_self=False):
+        if id(sub) in originals and (isinstance(sub, ReLUGradient) or any(_own_sites(sub))):
+            raise _shares(original, sub)
         if isinstance(sub, ReLUGradient):
             _set_rule(sub, rule, alpha)
             changed = True
@@ -666,7 +684,10 @@ def _with_rule(model, rule: str, alpha: float) -> Tuple[keras.Model, int]:
             return ReLUGradient(rule, alpha=alpha, name=layer.name, dtype=_policy_of(layer))
         new = _rebuilt(layer)
         holders = _relu_sites.holders(new)
+        originals = {id(sub) for sub in layer._flatten_layers()} if sites else set()
         for index, attr in sites:
+            if id(holders[index]) in originals:
+                raise _shares(layer, holders[index])
             _swap(holders[index], attr, _new_relu(vars(holders[index])[attr], rule, alpha))
         if not _opaque(layer):        # an opaque layer's ReLUs are counted when it is traced
             replaced += len(sites)
@@ -689,7 +710,7 @@ def _with_rule(model, rule: str, alpha: float) -> Tuple[keras.Model, int]:
         if isinstance(old, keras.Model) or not _opaque(old):
             continue
         _check_policies(old, new)
-        if _swap_sublayers(new, rule, alpha):
+        if _swap_sublayers(old, new, rule, alpha):
             _guard_config(new)
         replaced += _check_traced(new, rule)
     return copy, replaced

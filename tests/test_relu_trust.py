@@ -50,6 +50,9 @@ class _DenseInside(keras.layers.Layer):
         super().__init__(**kwargs)
         self.dense = _identity_dense(activation="relu")
 
+    def build(self, input_shape):
+        self.dense.build(input_shape)
+
     def call(self, x):
         return self.dense(x)
 
@@ -362,6 +365,43 @@ class _ForgetsItsSublayerDtype(keras.layers.Layer):
 
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable}
+
+
+_SHARED_DENSE = _identity_dense(activation="relu", name="shared_dense")
+
+
+class _SharesASublayer(keras.layers.Layer):
+    """Every instance holds the same Dense: a copy would share it with the original."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.dense = _SHARED_DENSE
+
+    def call(self, x):
+        return self.dense(x)
+
+
+class _WrapsASharedLayer(keras.layers.Layer):
+    """A wrapper (its .layer is read like TimeDistributed's) holding the same Dense in every instance."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.layer = _SHARED_DENSE
+
+    def call(self, x):
+        return self.layer(x)
+
+
+@pytest.mark.parametrize("make", [lambda: _SharesASublayer(name="shares"), lambda: _WrapsASharedLayer(name="shares")],
+                         ids=["sublayer", "wrapped layer"])
+def test_a_sublayer_shared_with_the_original_is_refused_and_the_original_untouched(make):
+    layer = make()
+    model = keras.Sequential([keras.Input((4,)), layer])
+    with pytest.raises(ValueError, match=rf"layer 'shares' \({type(layer).__name__}\) cannot be copied: rebuilt from its "
+                                         r"config it still holds the original's sublayer 'shared_dense' \(Dense\)"):
+        with_relu_gradient(model, "deconvnet")
+    assert _SHARED_DENSE.activation is keras.activations.relu
+    np.testing.assert_array_equal(_input_gradient(model, X_ROW, DY_ROW), PLAIN)
 
 
 def test_a_layer_whose_rebuilt_sublayers_get_another_policy_is_refused():
