@@ -18,7 +18,7 @@ ops read variables when the gradient is computed.
 """
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import keras
 import numpy as np
@@ -335,9 +335,11 @@ def _own_sites(layer) -> Tuple[bool, List[Tuple[int, str]]]:
     return _relu_sites.relu_sites(layer, _is_replaceable, holders_of=lambda holder: [holder])
 
 
-def _new_relu(old, rule: str, alpha: float):
-    """What replaces the plain ReLU activation ``old``: a function, or a layer with ``old``'s dtype policy."""
-    if isinstance(old, keras.layers.Layer):   # a ReLU layer given as activation casts to its own dtype
+def _new_relu(old, rule: str, alpha: float, holder):
+    """What replaces the plain ReLU activation ``old`` of ``holder``: a ReLUGradientActivation, or a
+    ReLUGradient with ``old``'s dtype policy if ``old`` is a ReLU layer that computes in another dtype
+    than ``holder`` (it casts its input: so must its replacement)."""
+    if isinstance(old, keras.layers.Layer) and old.compute_dtype != getattr(holder, "compute_dtype", None):
         return ReLUGradient(rule, alpha=alpha, name=old.name, dtype=old.dtype_policy)
     return ReLUGradientActivation(rule, alpha)
 
@@ -425,15 +427,16 @@ def _config_of(layer) -> dict:
     return type(layer).get_config(layer)
 
 
-def _rebuilt(layer) -> keras.layers.Layer:
-    """A new, unbuilt ``layer`` from its config, with ``layer``'s name and dtype policy (weights come later).
+def _rebuilt(layer, overrides: Optional[dict] = None) -> keras.layers.Layer:
+    """A new, unbuilt ``layer`` from its config updated with ``overrides``, with ``layer``'s name and
+    dtype policy (its weights are copied later).
 
     Raises:
       _CannotCopy: naming the layer, if Keras cannot rebuild it from ``get_config()``.
     """
     try:
         with keras.saving.custom_object_scope(_initializers_by_class_name()):
-            new = layer.__class__.from_config(_config_of(layer))
+            new = layer.__class__.from_config({**_config_of(layer), **(overrides or {})})
     except (TypeError, ValueError, NotImplementedError) as error:
         raise _CannotCopy(
             f"layer {layer.name!r} ({type(layer).__name__}) cannot be copied: Keras {keras.__version__} "
@@ -544,7 +547,7 @@ def _swap_sublayers(original, layer, rule: str, alpha: float) -> bool:
             changed |= _replace_sublayer(layer, sub, ReLUGradient(rule, alpha=alpha, name=sub.name,
                                                                   dtype=sub.dtype_policy))
         for _, attr in sites:                                 # an activation, or an Activation's function
-            _swap(sub, attr, _new_relu(vars(sub)[attr], rule, alpha))
+            _swap(sub, attr, _new_relu(vars(sub)[attr], rule, alpha, sub))
             changed = True
     return changed
 
@@ -682,13 +685,16 @@ def _with_rule(model, rule: str, alpha: float) -> Tuple[keras.Model, int]:
         if whole:
             replaced += 1
             return ReLUGradient(rule, alpha=alpha, name=layer.name, dtype=_policy_of(layer))
-        new = _rebuilt(layer)
-        holders = _relu_sites.holders(new)
+        # Keras 3.3 cannot rebuild a layer whose activation is a layer: it is replaced just below
+        swapped_layers = {attr: None for index, attr in sites
+                          if index == 0 and isinstance(vars(layer)[attr], keras.layers.Layer)}
+        new = _rebuilt(layer, swapped_layers)
+        holders, old_holders = _relu_sites.holders(new), _relu_sites.holders(layer)
         originals = {id(sub) for sub in layer._flatten_layers()} if sites else set()
         for index, attr in sites:
             if id(holders[index]) in originals:
                 raise _shares(layer, holders[index])
-            _swap(holders[index], attr, _new_relu(vars(holders[index])[attr], rule, alpha))
+            _swap(holders[index], attr, _new_relu(vars(old_holders[index])[attr], rule, alpha, holders[index]))
         if not _opaque(layer):        # an opaque layer's ReLUs are counted when it is traced
             replaced += len(sites)
         return new
