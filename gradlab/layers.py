@@ -610,9 +610,9 @@ def _check_traced(layer, rule: str) -> int:
     others = [name for name in names if _relu_sites.marker(rule) not in name]
     if others:
         raise _relu_sites.function_message(
-            layer, f"builds {len(others)} ReLU op(s) ({', '.join(sorted(set(others))[:5])}) in its call() that "
-                   "it could not replace (a keras.ops.relu or tf.nn.relu called there, a function of yours, or "
-                   "a sublayer it does not hold in an attribute or a list)")
+            layer, f"builds a ReLU op in its call() that it could not replace (graph nodes "
+                   f"{', '.join(sorted(set(others))[:5])}: a keras.ops.relu or tf.nn.relu called there, a function "
+                   "of yours, or a sublayer it does not hold in an attribute or a list)")
     return len(ours)
 
 

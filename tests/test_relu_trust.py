@@ -185,8 +185,8 @@ HIDDEN = {"keras.ops.relu in call()": _OpsReLU, "tf.nn.relu6 in call()": _TfReLU
 @pytest.mark.parametrize("case", sorted(HIDDEN))
 def test_a_relu_op_built_in_a_call_of_yours_is_refused_naming_the_layer(case):
     model = keras.Sequential([keras.Input((4,)), _identity_dense(activation="relu"), HIDDEN[case](name="hidden")])
-    with pytest.raises(ValueError, match=r"layer 'hidden' \(_\w+\) builds 1 ReLU op\(s\) \(.*\) in its call\(\) that "
-                                         r"it could not replace.*put gradlab\.layers\.ReLUGradient\(rule\)"):
+    with pytest.raises(ValueError, match=r"layer 'hidden' \(_\w+\) builds a ReLU op in its call\(\) that it could not "
+                                         r"replace \(graph nodes hidden.*\).*put gradlab\.layers\.ReLUGradient\(rule\)"):
         with_relu_gradient(model, "deconvnet")
 
 
@@ -233,6 +233,22 @@ def test_a_rank_4_activation_that_builds_a_relu_is_refused(make):
     with pytest.raises(ValueError, match=rf"layer '{layer.name}' \({type(layer).__name__}\) has activation=.*"
                                          r"rectify_blocks, which builds a ReLU op"):
         with_relu_gradient(model, "deconvnet")
+
+
+@keras.saving.register_keras_serializable(package="test_relu_trust")
+def through_four(t):
+    """A cell activation that runs only on 4 features (not on a [2, 2] matrix), with a ReLU."""
+    return tf.nn.relu(tf.matmul(t, tf.eye(4)))
+
+
+def test_a_cell_activation_whose_shape_is_not_known_is_caught_by_tracing_the_layer():
+    """A cell's activation is not traced alone (its input's shape is not known there): the RNN layer
+    is traced on its input, and the ReLU op it builds is refused."""
+    rnn = keras.layers.SimpleRNN(4, activation=through_four, name="rnn")
+    model = keras.Sequential([keras.Input((3, 4)), rnn, keras.layers.Dense(2, activation="relu")])
+    with pytest.raises(ValueError, match=r"layer 'rnn' \(SimpleRNN\) builds a ReLU op in its call\(\) that it could "
+                                         r"not replace \(graph nodes .*simple_rnn_cell.*/Relu"):
+        with_relu_gradient(model, "guided")
 
 
 @keras.saving.register_keras_serializable(package="test_relu_trust")
