@@ -526,35 +526,31 @@ def _shares(original, sub) -> "_CannotCopy":
     )
 
 
-def _swap_sublayers(original, layer, rule: str, alpha: float) -> bool:
-    """Gives the plain ReLUs in ``layer``'s sublayers (a built copy's) ``rule``; whether it changed any.
+def _swap_sublayers(original, layer, rule: str, alpha: float) -> None:
+    """Gives the plain ReLUs in ``layer``'s sublayers (a built copy's) ``rule``.
 
     Raises:
       _CannotCopy: naming the layer, if a sublayer with a ReLU is the original's own object (not
         rebuilt from the config): replacing its ReLU would change the original model too.
     """
     originals = {id(sub) for sub in original._flatten_layers(include_self=False)}
-    changed = False
     for sub in layer._flatten_layers(include_self=False):
         if id(sub) in originals and (isinstance(sub, ReLUGradient) or any(_own_sites(sub))):
             raise _shares(original, sub)
         if isinstance(sub, ReLUGradient):
             _set_rule(sub, rule, alpha)
-            changed = True
             continue
         whole, sites = _own_sites(sub)
         if whole and not sites:                               # a keras.layers.ReLU(): a layer in its place
-            changed |= _replace_sublayer(layer, sub, ReLUGradient(rule, alpha=alpha, name=sub.name,
-                                                                  dtype=sub.dtype_policy))
+            _replace_sublayer(layer, sub, ReLUGradient(rule, alpha=alpha, name=sub.name, dtype=sub.dtype_policy))
         for _, attr in sites:                                 # an activation, or an Activation's function
             _swap(sub, attr, _new_relu(vars(sub)[attr], rule, alpha, sub))
-            changed = True
-    return changed
 
 
-def _relu_ops_called(layer) -> List[str]:
-    """The names of the ReLU ops ``layer`` builds when called as in its model (its first call)."""
-    arguments = layer._inbound_nodes[0].arguments
+def _relu_ops_called(layer, arguments=None) -> List[str]:
+    """The names of the ReLU ops ``layer`` builds when called on ``arguments`` (a Keras node's
+    ``SymbolicArguments``; by default those of its first call in its model)."""
+    arguments = arguments or layer._inbound_nodes[0].arguments
     structure = (list(arguments.args), dict(arguments.kwargs))
     leaves = tf.nest.flatten(structure)
     where = [i for i, leaf in enumerate(leaves) if isinstance(leaf, keras.KerasTensor)]
@@ -570,12 +566,30 @@ def _relu_ops_called(layer) -> List[str]:
     return _relu_sites.relu_ops(_relu_sites.trace(call, specs))
 
 
+def _config_keeps_rule(layer, rule: str) -> bool:
+    """Whether ``layer`` (a copy's), rebuilt from its config as ``load_model`` would, builds only
+    ``rule``'s ReLUs: whether a ``.keras`` file or a clone of the copy keeps the rule."""
+    arguments = layer._inbound_nodes[0].arguments
+
+    def fresh(leaf):             # a Keras tensor of the same spec, not connected to the copy's graph
+        return keras.KerasTensor(leaf.shape, dtype=leaf.dtype) if isinstance(leaf, keras.KerasTensor) else leaf
+
+    args, kwargs = tf.nest.map_structure(fresh, (list(arguments.args), dict(arguments.kwargs)))
+    try:
+        again = _rebuilt(layer)
+        again(*args, **kwargs)                                  # builds it
+        names = _relu_ops_called(again, again._inbound_nodes[0].arguments)
+    except Exception:  # noqa: BLE001 - whatever fails, the config does not give back the copy
+        return False
+    return all(_relu_sites.marker(rule) in name for name in names)
+
+
 def _guard_config(layer) -> None:
-    """Makes ``get_config()`` of a copy's layer with replaced sublayers refuse (it cannot record them)."""
+    """Makes ``get_config()`` of a copy's layer whose config does not record its replaced ReLUs refuse."""
     def get_config():
         raise ValueError(
             f"layer {layer.name!r} ({type(layer).__name__}) of with_relu_gradient's copy has ReLUs replaced "
-            "inside it (in its sublayers), which its get_config() does not record: saved (model.save) or "
+            "inside it (in its sublayers) that its get_config() does not record: saved (model.save) or "
             "cloned, it would come back with their plain gradient. Save or clone the original model and "
             "call with_relu_gradient on it again."
         )
@@ -716,9 +730,11 @@ def _with_rule(model, rule: str, alpha: float) -> Tuple[keras.Model, int]:
         if isinstance(old, keras.Model) or not _opaque(old):
             continue
         _check_policies(old, new)
-        if _swap_sublayers(old, new, rule, alpha):
+        _swap_sublayers(old, new, rule, alpha)
+        count = _check_traced(new, rule)
+        if count and not _config_keeps_rule(new, rule):
             _guard_config(new)
-        replaced += _check_traced(new, rule)
+        replaced += count
     return copy, replaced
 
 

@@ -138,6 +138,31 @@ def test_a_copy_with_replaced_sublayers_refuses_to_be_saved_or_cloned(tmp_path):
     np.testing.assert_array_equal(_input_gradient(back, X_ROW, DY_ROW), PLAIN)
 
 
+@keras.saving.register_keras_serializable(package="test_relu_trust")
+class ActivatedLayer(keras.layers.Layer):
+    """A layer of yours whose config records its activation (as Keras' own layers do)."""
+
+    def __init__(self, activation="relu", **kwargs):
+        super().__init__(**kwargs)
+        self.activation = keras.activations.get(activation)
+
+    def call(self, x):
+        return self.activation(x)
+
+    def get_config(self):
+        return {**super().get_config(), "activation": keras.activations.serialize(self.activation)}
+
+
+def test_a_layer_of_yours_whose_config_records_the_rule_saves_and_loads(tmp_path):
+    model = keras.Sequential([keras.Input((4,)), ActivatedLayer(name="mine")])
+    copy = with_relu_gradient(model, "deconvnet")
+    np.testing.assert_array_equal(_input_gradient(copy, X_ROW, DY_ROW), DECONVNET)
+    copy.save(tmp_path / "copy.keras")                     # no refusal: its config keeps the rule
+    loaded = keras.models.load_model(tmp_path / "copy.keras")
+    np.testing.assert_array_equal(_input_gradient(loaded, X_ROW, DY_ROW), DECONVNET)
+    assert _same_bits(loaded(X_ROW), model(X_ROW))
+
+
 class _OpsReLU(keras.layers.Layer):
     def call(self, x):
         return keras.ops.relu(x)
