@@ -743,23 +743,26 @@ def with_relu_gradient(model, rule: str = "guided", *, alpha: float = 0.01):
 
     Replaces every plain ReLU, in nested models too: an ``activation`` (or
     ``recurrent_activation``, also of RNN cells and wrapped layers) that is ``"relu"``,
-    ``keras.activations.relu``, ``keras.ops.relu`` or ``tf.nn.relu`` becomes a
-    :class:`ReLUGradientActivation`; a ``keras.layers.ReLU()`` with default arguments, an
-    ``Activation`` or ``Lambda`` of one of those, or a :class:`ReLUGradient` becomes a
-    :class:`ReLUGradient` of ``rule`` (a ``keras.layers.ReLU()`` given as an ``activation`` too).
-    Each replacement keeps the dtype policy of the ReLU it replaces, whatever the global policy
-    is when you copy. The copy has the same weights (copied, not shared), gives bitwise the same
-    outputs, and keeps its rule through ``save("m.keras")`` + ``load_model``; ``model`` is left
-    untouched. Useful for guided backpropagation or deconvnet saliency on a model you did not write.
+    ``keras.activations.relu``, ``keras.ops.relu``, ``tf.nn.relu`` or a ``keras.layers.ReLU()``
+    becomes a :class:`ReLUGradientActivation`; a ``keras.layers.ReLU()`` layer with default
+    arguments, an ``Activation`` or ``Lambda`` of one of those, a ``keras.ops.relu`` called on a
+    Keras tensor of a functional model, or a :class:`ReLUGradient` becomes a :class:`ReLUGradient`
+    of ``rule``. Each replacement computes in the dtype policy of the ReLU it replaces, whatever
+    the global policy is when you copy (a ``ReLU`` layer given as an ``activation`` in another dtype
+    than its layer becomes a ``ReLUGradient`` of its policy). The copy has the same weights (copied,
+    not shared), the same layer names and dtype policies, gives bitwise the same outputs, and keeps
+    its rule through ``save("m.keras")`` + ``load_model``; ``model`` is left untouched. Useful for
+    guided backpropagation or deconvnet saliency on a model you did not write.
 
     Never silently plain: a ReLU that cannot be replaced is refused, and so is a model with no
     ReLU at all (EfficientNet's swish, ConvNeXt's GELU), on which every rule would give exactly the
     plain gradient. A layer of your own (a class or an activation function from outside Keras,
     TensorFlow and gradlab) is rebuilt, the plain ReLUs of its sublayers (held in attributes or
-    lists) are replaced, and it is traced on its input: a ReLU op it still builds (``keras.ops.relu``
-    in its ``call()``...) is refused. Such a layer's config does not record the replacements, so
-    saving or cloning a copy that has one raises; save the original and copy it after loading.
-    gradlab has no rule for ReLU variants (``ReLU6``, leaky, ``PReLU``, a ReLU with ``max_value``,
+    lists, created in ``__init__`` or ``build``) are replaced, and it is traced on its input: a ReLU
+    op it still builds (``keras.ops.relu`` in its ``call()``, a sublayer in a dict...) is refused.
+    If its config would not give the replacements back (sublayers its ``__init__`` creates), the
+    copy's ``get_config()`` of that layer raises, so saving or cloning the copy does too: save the
+    original and copy it after loading. gradlab has no rule for ReLU variants (``ReLU6``, leaky, ``PReLU``, a ReLU with ``max_value``,
     ``negative_slope`` or ``threshold``): guided backpropagation and deconvnet are defined for
     ``max(x, 0)``, and a plain ReLU in their place would change the forward pass, so they are refused
     by name. A ReLU written as ``tf.maximum(x, 0)`` builds no ReLU op and is not seen.
