@@ -255,3 +255,23 @@ def test_gradient_reversal_factor_set_later_is_exact_in_float64():
     _, grad = model_gradient(model, X.astype(np.float64), DY.astype(np.float64))
     assert layer.factor == 0.1
     np.testing.assert_array_equal(grad.numpy(), -0.1 * DY.astype(np.float64))
+
+
+@pytest.mark.parametrize("policy", ["float64", "mixed_float16", "float32"])
+def test_every_layer_keeps_its_dtype_policy_through_config_and_file(layer_case, policy, tmp_path):
+    """The search of issue 30 for dtype policies dropped in rebuilt layers: from get_config and from a
+    .keras file loaded under another global policy, each layer (and ReLUGradient) keeps its own."""
+    cls, kwargs, _ = layer_case
+    for layer in (cls(**kwargs, dtype=policy), layers.ReLUGradient("leaky", alpha=0.1, dtype=policy)):
+        again = type(layer).from_config(layer.get_config())
+        assert again.dtype_policy.name == policy
+        model = sequential(layer)
+        model.save(tmp_path / "m.keras")
+        other = "float32" if policy != "float32" else "mixed_float16"
+        keras.config.set_dtype_policy(other)
+        try:
+            loaded = keras.models.load_model(tmp_path / "m.keras")
+        finally:
+            keras.config.set_dtype_policy("float32")
+        assert loaded.layers[-1].dtype_policy.name == policy
+        assert loaded(X).dtype == model(X).dtype

@@ -218,33 +218,42 @@ def _capped(x):  # its name does not say ReLU, its graph does
     return keras.activations.relu(x, max_value=6.0)
 
 
+VARIANT = r"gradlab's rules \(guided, deconvnet, leaky\) are defined for the plain ReLU max\(x, 0\), and it has none"
+FUNCTION = r"Use one of those in the model, or put gradlab\.layers\.ReLUGradient\(rule\)"
 IRREPLACEABLE = {
-    "ReLU(max_value=6)": (lambda: keras.layers.ReLU(max_value=6.0), r"is a ReLU with max_value=6\.0"),
-    "ReLU(negative_slope)": (lambda: keras.layers.ReLU(negative_slope=0.1), r"is a ReLU with negative_slope=0\.1"),
-    "ReLU(threshold)": (lambda: keras.layers.ReLU(threshold=0.5), r"is a ReLU with threshold=0\.5"),
-    "ReLU(max_value=0)": (lambda: keras.layers.ReLU(max_value=0.0), r"is a ReLU with max_value=0\.0"),
-    "LeakyReLU": (lambda: keras.layers.LeakyReLU(), r"is a LeakyReLU layer"),
-    "PReLU": (lambda: keras.layers.PReLU(), r"is a PReLU layer"),
+    "ReLU(max_value=6)": (lambda: keras.layers.ReLU(max_value=6.0), r"is a ReLU with max_value=6\.0", VARIANT),
+    "ReLU(negative_slope)": (lambda: keras.layers.ReLU(negative_slope=0.1), r"is a ReLU with negative_slope=0\.1",
+                             VARIANT),
+    "ReLU(threshold)": (lambda: keras.layers.ReLU(threshold=0.5), r"is a ReLU with threshold=0\.5", VARIANT),
+    "ReLU(max_value=0)": (lambda: keras.layers.ReLU(max_value=0.0), r"is a ReLU with max_value=0\.0", VARIANT),
+    "LeakyReLU": (lambda: keras.layers.LeakyReLU(), r"is a LeakyReLU layer", VARIANT),
+    "PReLU": (lambda: keras.layers.PReLU(), r"is a PReLU layer", VARIANT),
     "partial": (lambda: keras.layers.Activation(functools.partial(tf.keras.activations.relu, max_value=6.0)),
-                r"has activation=functools\.partial\(.*relu, max_value=6\.0\), a ReLU variant"),
-    "lambda": (lambda: keras.layers.Activation(lambda t: tf.nn.relu(t)), r"has activation=.*<lambda>, which builds a ReLU op"),
+                r"has activation=functools\.partial\(.*relu, max_value=6\.0\), a ReLU variant", VARIANT),
+    "lambda": (lambda: keras.layers.Activation(lambda t: tf.nn.relu(t)), r"has activation=.*<lambda>, which builds a ReLU op",
+               FUNCTION),
     "Lambda doing more": (lambda: keras.layers.Lambda(lambda t: 2.0 * tf.nn.relu(t)),
-                          r"has function=.*<lambda>, which builds a ReLU op"),
+                          r"has function=.*<lambda>, which builds a ReLU op", FUNCTION),
     "a function of yours": (lambda: keras.layers.Dense(4, activation=_capped),
-                            r"has activation=.*_capped, which builds a ReLU op"),
-    "relu6": (lambda: keras.layers.Dense(4, activation="relu6"), r"has activation=.*relu6, a ReLU variant"),
-    "leaky_relu": (lambda: keras.layers.Activation("leaky_relu"), r"has activation=.*\.leaky_relu, a ReLU variant"),
-    "tf.nn.relu6": (lambda: keras.layers.Activation(tf.nn.relu6), r"has activation=.*\.relu6, a ReLU variant"),
+                            r"has activation=.*_capped, which builds a ReLU op", FUNCTION),
+    "relu6": (lambda: keras.layers.Dense(4, activation="relu6"), r"has activation=.*relu6, a ReLU variant", VARIANT),
+    "leaky_relu": (lambda: keras.layers.Activation("leaky_relu"), r"has activation=.*\.leaky_relu, a ReLU variant",
+                   VARIANT),
+    "tf.nn.relu6": (lambda: keras.layers.Activation(tf.nn.relu6), r"has activation=.*\.relu6, a ReLU variant", VARIANT),
+    "ReLU6 layer as activation": (lambda: keras.layers.Dense(4, activation=keras.layers.ReLU(max_value=6.0, name="six")),
+                                  r"has activation=a ReLU layer 'six', a ReLU with max_value=6\.0", VARIANT),
+    "PReLU as activation": (lambda: keras.layers.Dense(4, activation=keras.layers.PReLU(name="p")),
+                            r"has activation=a PReLU layer 'p', a ReLU variant", VARIANT),
 }
 
 
 @pytest.mark.parametrize("case", sorted(IRREPLACEABLE))
 def test_a_relu_that_cannot_be_replaced_is_refused_naming_the_layer(case):
-    make, message = IRREPLACEABLE[case]
+    """A variant is refused saying gradlab has no rule for it; a ReLU in a function of yours, what to use."""
+    make, message, advice = IRREPLACEABLE[case]
     layer = make()
     model = keras.Sequential([keras.Input((4,)), layer])
-    with pytest.raises(ValueError, match=rf"layer '{layer.name}' \({type(layer).__name__}\) {message}.*"
-                       r"Use one of those in the model, or put gradlab\.layers\.ReLUGradient\(rule\)"):
+    with pytest.raises(ValueError, match=rf"layer '{layer.name}' \({type(layer).__name__}\) {message}.*{advice}"):
         with_relu_gradient(model, "guided")
 
 
@@ -316,13 +325,45 @@ def test_a_layer_that_cannot_be_copied_is_refused_naming_it(case):
         with_relu_gradient(model)
 
 
-def test_other_activations_are_left_alone():
+def test_other_activations_are_left_alone_beside_a_relu():
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4, activation="tanh"),
-                              keras.layers.Activation("sigmoid"), keras.layers.Dense(2)])
+                              keras.layers.Activation("sigmoid"), keras.layers.Dense(2, activation="relu")])
     copy = with_relu_gradient(model, "deconvnet")
-    assert [layer.activation for layer in copy.layers] == [layer.activation for layer in model.layers]
-    np.testing.assert_array_equal(_input_gradient(copy, X_ROW, [[1.0, -1.0]]),
-                                  _input_gradient(model, X_ROW, [[1.0, -1.0]]))
+    assert [layer.activation for layer in copy.layers[:2]] == [layer.activation for layer in model.layers[:2]]
+    assert isinstance(copy.layers[2].activation, gradlab.layers.ReLUGradientActivation)
+
+
+def _efficientnet_like():
+    """EfficientNet's activations (swish in convolutions, a sigmoid gate), no ReLU."""
+    inputs = keras.Input((8, 8, 3))
+    h = keras.layers.Conv2D(4, 3, padding="same", activation="swish")(inputs)
+    gate = keras.layers.Dense(4, activation="sigmoid")(keras.layers.GlobalAveragePooling2D()(h))
+    h = keras.layers.Multiply()([h, keras.layers.Reshape((1, 1, 4))(gate)])
+    return keras.Model(inputs, keras.layers.Dense(2)(keras.layers.GlobalAveragePooling2D()(h)), name="effnet_like")
+
+
+def _convnext_like():
+    """ConvNeXt's block (depthwise convolution, LayerNormalization, a GELU layer), no ReLU; nested."""
+    block = keras.Sequential([keras.Input((8, 8, 4)), keras.layers.DepthwiseConv2D(3, padding="same"),
+                              keras.layers.LayerNormalization(), keras.layers.Dense(8),
+                              keras.layers.Activation("gelu"), keras.layers.Dense(4)], name="block")
+    inputs = keras.Input((8, 8, 4))
+    return keras.Model(inputs, keras.layers.Add()([inputs, block(inputs)]), name="convnext_like")
+
+
+@pytest.mark.parametrize("make, found", [(_efficientnet_like, r"'sigmoid', '(silu|swish)'"), (_convnext_like, r"'gelu'"),
+                                         (lambda: keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)],
+                                                                   name="linear_net"), None)],
+                         ids=["EfficientNet-like", "ConvNeXt-like", "no activation"])
+@pytest.mark.parametrize("rule", ["guided", "deconvnet", "relu"])
+def test_a_model_without_relu_is_refused_naming_its_activations(make, found, rule):
+    """Before: copied without a word, so 'guided' saliency silently equalled the plain gradient."""
+    model = make()
+    what = f"its activations are {found}" if found else "it has no activation function"
+    with pytest.raises(ValueError, match=rf"model '{model.name}' has no ReLU for with_relu_gradient to change "
+                                         rf"\({what}; none is a plain ReLU\), so a copy with rule '{rule}' would give "
+                                         "exactly the model's plain gradient"):
+        with_relu_gradient(model, rule)
 
 
 def test_a_copy_can_be_given_another_rule():
