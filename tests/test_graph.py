@@ -124,12 +124,13 @@ def test_gradient_override_yields_the_resolved_mapping_and_leaves_other_ops_alon
     def gradients(x):
         with gradlab.gradient_override({"Identity": name, "Relu": times(0.0)}) as resolved:
             inside = tf.identity(x)
+            relu = tf.nn.relu(x)  # every mapped type must be built in the block
         outside = tf.identity(x)
         assert resolved["Identity"] == name and isinstance(resolved["Relu"], str)
-        return tf.gradients(inside, x)[0], tf.gradients(outside, x)[0]
+        return tf.gradients(inside, x)[0], tf.gradients(outside, x)[0], tf.gradients(relu, x)[0]
 
-    inside, outside = gradients(tf.constant(1.0))
-    assert float(inside) == 5.0 and float(outside) == 1.0
+    inside, outside, relu = gradients(tf.constant(1.0))
+    assert float(inside) == 5.0 and float(outside) == 1.0 and float(relu) == 0.0
 
 
 def test_gradient_override_in_a_tf1_graph_and_session():
