@@ -152,9 +152,9 @@ def map_gradient(x, fn: GradientFn) -> tf.Tensor:
     raises ``ValueError`` at once. In a ``tf.function`` traced with unknown dimensions (an
     ``input_signature`` such as ``[None, 3]``, or Keras' ``fit``), the shapes are compared when the
     gradient runs, and a mismatch raises ``tf.errors.InvalidArgumentError`` instead of handing back
-    a gradient of the wrong shape. XLA drops that run-time check (a TensorFlow limitation); under
-    ``jit_compile=True`` a result with another number of elements still fails to compile, one with
-    as many elements is reshaped to ``dy``'s shape.
+    a gradient of the wrong shape. XLA drops that run-time check (it drops every assert op): under
+    ``jit_compile=True`` with unknown dimensions a result smaller than ``dy`` in some dimension
+    still fails to compile, but a larger one is cut to ``dy``'s shape without a word.
 
     Args:
       x: a floating-point tensor, NumPy array or list.
@@ -218,9 +218,14 @@ def _same_shape_at_run_time(result: tf.Tensor, dy: tf.Tensor) -> tf.Tensor:
     with tf.control_dependencies(checks):
         same = tf.reduce_all(tf.equal(tf.shape(result), tf.shape(dy)))
         checks.append(tf.debugging.Assert(same, [message, tf.shape(dy), tf.shape(result)], summarize=8))
+    # The result is handed on as a slice of dy's (symbolic) shape: Grappler's shape inference
+    # would otherwise take fn's static (1, 3) as the batch size, fold shapes elsewhere in the
+    # backward pass and fail there before this check runs. The slice is the whole tensor (no copy)
+    # once the checks pass, and under XLA, which drops the asserts, a result smaller than dy in
+    # some dimension fails to compile.
     with tf.control_dependencies(checks):
-        # Under XLA the asserts are dropped; the reshape still refuses another number of elements.
-        return tf.ensure_shape(tf.reshape(result, tf.shape(dy)), dy.shape)
+        shape = tf.shape(dy)
+        return tf.slice(result, tf.zeros_like(shape), shape)
 
 
 def scale_gradient(x, factor: Scalar) -> tf.Tensor:

@@ -581,7 +581,9 @@ def _batch_sum(dy):
 @pytest.mark.parametrize("jit_compile", [False, True], ids=["tf.function", "xla"])
 def test_map_gradient_refuses_a_wrong_shape_with_an_unknown_batch_dimension(jit_compile):
     """Inside tf.function(input_signature=[None, 3]) a (1, 3) result was compatible with the
-    static (None, 3) and came back as the gradient of a (4, 3) input; eagerly it raised."""
+    static (None, 3) and came back as the gradient of a (4, 3) input; eagerly it raised. XLA
+    drops assert ops; there a result smaller than dy fails to compile (a larger one is cut to dy's
+    shape: a documented LIMITATION, tested below)."""
 
     @tf.function(input_signature=[tf.TensorSpec([None, 3])], jit_compile=jit_compile)
     def gradient(x):
@@ -590,12 +592,45 @@ def test_map_gradient_refuses_a_wrong_shape_with_an_unknown_batch_dimension(jit_
             y = gradlab.map_gradient(x, _batch_sum)
         return tape.gradient(y, x)
 
-    # XLA drops the assert (documented); the reshape refuses another number of elements
-    message = r"Input to reshape" if jit_compile else r"fn must return the shape of the upstream gradient"
-    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
-        gradient(tf.ones([4, 3]))
+    if jit_compile:
+        with pytest.raises(tf.errors.InvalidArgumentError, match=r"Expected size\[0\]"):
+            gradient(tf.ones([4, 3]))
+    else:
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match=r"fn must return the shape of the upstream gradient.*\[4 3\] \[1 3\]"):
+            gradient(tf.ones([4, 3]))
     with pytest.raises(ValueError, match=r"fn must return the upstream gradient's shape \(4, 3\)"):
         _gradient(lambda t: gradlab.map_gradient(t, _batch_sum), tf.ones([4, 3]), tf.ones([4, 3]), "eager")
+
+
+def test_under_xla_a_larger_result_with_unknown_dimensions_is_cut_to_the_upstream_shape():
+    """LIMITATION (XLA drops assert ops), documented in map_gradient."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3])], jit_compile=True)
+    def gradient(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = gradlab.map_gradient(x, lambda dy: tf.concat([dy, dy], axis=0))
+        return tape.gradient(y, x)
+
+    assert gradient(tf.ones([2, 3])).shape == (2, 3)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"fn must return the shape of the upstream gradient"):
+        tf.function(gradient.python_function, input_signature=[tf.TensorSpec([None, 3])])(tf.ones([2, 3]))
+
+
+def test_map_gradient_shape_check_fires_before_grappler_can_fold_a_wrong_shape():
+    """The check only asserts: ops downstream (a MatMul here) see the error, not a folded shape."""
+    kernel, head = tf.Variable(tf.ones([3, 3])), tf.Variable(tf.ones([3, 1]))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3])])
+    def gradients(x):
+        with tf.GradientTape() as tape:
+            h = gradlab.map_gradient(x @ kernel, _batch_sum)
+            loss = tf.reduce_sum(h @ head)
+        return tape.gradient(loss, [kernel, head])
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"fn must return the shape of the upstream gradient"):
+        gradients(tf.ones([4, 3]))
 
 
 def test_map_gradient_refuses_a_wrong_rank_of_unknown_static_rank():
@@ -623,7 +658,10 @@ def test_map_gradient_with_the_right_shape_and_an_unknown_batch_still_works():
     np.testing.assert_array_equal(grad.numpy(), np.full([4, 3], 2.0, np.float32))
 
 
-def test_map_gradient_with_a_wrong_shape_fails_in_keras_fit():
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["tf.function", "xla"])
+def test_map_gradient_with_a_wrong_shape_fails_in_keras_fit(jit_compile):
+    """fit traces with an unknown batch dimension. Without XLA gradlab's check names the
+    problem; under XLA (which drops it) the slice to dy's shape fails to compile."""
     import keras
 
     class BatchSum(keras.layers.Layer):
@@ -631,7 +669,7 @@ def test_map_gradient_with_a_wrong_shape_fails_in_keras_fit():
             return gradlab.map_gradient(inputs, _batch_sum)
 
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(3), BatchSum(), keras.layers.Dense(1)])
-    model.compile("sgd", "mse")
-    with pytest.raises((tf.errors.InvalidArgumentError, ValueError),
-                       match=r"fn must return (the upstream gradient's shape|the shape of the upstream)"):
-        model.fit(np.ones([8, 3], np.float32), np.ones([8, 1], np.float32), batch_size=4, verbose=0)
+    model.compile("sgd", "mse", jit_compile=jit_compile)
+    message = r"Expected size\[0\]" if jit_compile else r"fn must return the shape of the upstream gradient"
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        model.fit(np.ones([10, 3], np.float32), np.ones([10, 1], np.float32), batch_size=4, verbose=0)
