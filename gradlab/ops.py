@@ -346,10 +346,11 @@ def clip_gradient_norm(x, max_norm: Scalar) -> tf.Tensor:
       rounded once). The factor and the comparison are computed in float64, so every finite
       ``max_norm`` works, up to ``sys.float_info.max`` (``tf.clip_by_norm`` multiplies ``dy`` by
       ``max_norm`` first and overflows to ``inf``, then NaN);
-    * the norm is computed scaled by the largest ``|dy|`` (as LAPACK's ``nrm2``), so it neither
-      overflows (``[3e19, 4e19]`` in float32 has norm ``5e19``; its plain sum of squares is
-      ``inf``, and ``tf.clip_by_norm`` sends back zeros) nor underflows to 0 for tiny gradients;
-      in float16 and bfloat16 it is computed in float32;
+    * the norm neither overflows (``[3e19, 4e19]`` in float32 has norm ``5e19``; its float32 sum
+      of squares is ``inf``, and ``tf.clip_by_norm`` sends back zeros) nor underflows to 0 for
+      tiny gradients: the squares of float16, bfloat16 and float32 gradients are summed in
+      float64, and a float64 gradient is scaled by its largest ``|dy|`` first (as LAPACK's
+      ``nrm2``);
     * non-finite upstream gradients follow IEEE arithmetic in the formula: any NaN makes the
       norm, and so every element, NaN; an infinite element (and no NaN) makes the norm ``inf`` and
       the factor 0, so that element becomes NaN (``inf * 0``) and the others 0.
@@ -392,25 +393,37 @@ def clip_gradient_norm(x, max_norm: Scalar) -> tf.Tensor:
 def _clip_by_norm(dy: tf.Tensor, max_norm: Scalar) -> tf.Tensor:
     """``dy * min(1, max_norm / ||dy||)`` as :func:`clip_gradient_norm` documents it.
 
-    With ``a = max |dy|`` (1 where that is 0, non-finite or the tensor is empty) and
-    ``s = sum((dy / a)**2)`` (``s >= 1`` unless ``dy`` is all zeros), ``||dy|| = a * sqrt(s)``.
     The scalars are combined in float64, so ``max_norm`` is not rounded to the gradient's dtype:
-    ``||dy|| <= max_norm`` gives the factor exactly 1, and ``dy * 1`` is ``dy`` bitwise; otherwise
-    the factor is ``(max_norm / a) / sqrt(s)``, which cannot overflow. A NaN norm fails the test
-    and gives a NaN factor.
+    ``||dy|| <= max_norm`` gives the factor exactly 1, and ``dy * 1`` is ``dy`` bitwise. A NaN
+    norm fails the test and gives a NaN factor; an infinite one gives the factor 0.
     """
     compute = v.compute_dtype(dy.dtype)
-    d = tf.cast(dy, compute) if compute != dy.dtype else dy
-    largest = tf.reduce_max(tf.abs(d))
+    m = _cast(max_norm, tf.float64)
+    if dy.dtype == tf.float64:
+        factor = _float64_clip_factor(dy, m)
+    else:
+        # float16, bfloat16, float32: squares summed in float64 can neither overflow (3.4e38**2 is
+        # 1.2e77) nor underflow (the smallest float32 subnormal squared is 2e-90)
+        norm = tf.sqrt(tf.reduce_sum(tf.square(tf.cast(dy, tf.float64))))
+        factor = tf.cast(tf.where(norm <= m, tf.ones_like(m), m / norm), compute)
+    if compute == dy.dtype:
+        return dy * factor
+    return tf.cast(tf.cast(dy, compute) * factor, dy.dtype)
+
+
+def _float64_clip_factor(dy: tf.Tensor, m: tf.Tensor) -> tf.Tensor:
+    """The clipping factor of a float64 ``dy``, its norm scaled by the largest ``|dy|``.
+
+    With ``a = max |dy|`` (1 where that is 0, non-finite or ``dy`` is empty) and
+    ``s = sum((dy / a)**2)`` (``s >= 1`` unless ``dy`` is all zeros), ``||dy|| = a * sqrt(s)``
+    without overflow or underflow in the squares. The test multiplies (XLA divides through a
+    reciprocal: 1.25 / 1.25 gives 1 - 1 ulp there; a product beyond float64's range is inf, rightly
+    > m), and the factor ``(m / a) / sqrt(s)`` cannot overflow.
+    """
+    largest = tf.reduce_max(tf.abs(dy))
     a = tf.where(tf.logical_and(tf.math.is_finite(largest), largest > 0), largest, tf.ones_like(largest))
-    s = tf.reduce_sum(tf.square(d / a))
-    m, a, root = _cast(max_norm, tf.float64), tf.cast(a, tf.float64), tf.sqrt(tf.cast(s, tf.float64))
-    # The test multiplies (XLA divides through a reciprocal: 1.25 / 1.25 gives 1 - 1 ulp there);
-    # a norm beyond float64's range becomes inf, which is rightly > max_norm.
-    within = a * root <= m
-    factor = tf.cast(tf.where(within, tf.ones_like(m), (m / a) / root), compute)
-    clipped = d * factor
-    return tf.cast(clipped, dy.dtype) if compute != dy.dtype else clipped
+    root = tf.sqrt(tf.reduce_sum(tf.square(dy / a)))
+    return tf.where(a * root <= m, tf.ones_like(m), (m / a) / root)
 
 
 def reverse_gradient(x, factor: Scalar = 1.0) -> tf.Tensor:
