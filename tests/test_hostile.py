@@ -5,7 +5,8 @@ Keras symbolic tensors...) are crossed with every argument that accepts them; ea
 must raise ``TypeError`` or ``ValueError`` at call time with a message that names the argument.
 ``test_count_of_hostile_inputs`` prints how many combinations were tried.
 
-Also here: parameters given as tensors and variables (read at run time, checked at run time),
+Also here: parameters given as tensors and variables (read at run time in the forward pass, checked when the
+gradient runs),
 empty and 0-d inputs in every mode, very large inputs (no copy), and non-finite upstream
 gradients (a property test: NaN appears only where the rule's arithmetic defines it).
 """
@@ -565,7 +566,7 @@ def expected_non_finite(name, x, dy):
         return nan
     if name == "surrogate_step":  # dy * tri(x): inf * 0 = nan outside the triangle
         return nan | (inf & (np.abs(x) >= WIDTH))
-    if name == "clip_gradient_norm":  # tf.clip_by_norm: dy * m / max(norm, m)
+    if name == "clip_gradient_norm":  # dy * min(1, m / norm) in IEEE arithmetic
         if nan.any():
             return np.ones_like(nan)  # the norm is nan, and so is every element
         if inf.any():
