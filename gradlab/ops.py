@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Union
 
+import numpy as np
 import tensorflow as tf
 
 from gradlab import _validation as v
@@ -81,7 +82,8 @@ def _cast(param: Scalar, dtype: tf.DType) -> tf.Tensor:
     float32 constant and lose the bits float64 keeps. Tensors and variables are cast as usual.
     """
     if isinstance(param, (int, float)):
-        return tf.constant(param, dtype)
+        with np.errstate(over="ignore"):  # a clip bound beyond the dtype's range becomes +-inf, rightly
+            return tf.constant(param, dtype)
     return tf.cast(param, dtype)
 
 
