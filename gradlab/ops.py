@@ -93,8 +93,15 @@ def _read(param: Scalar) -> Scalar:
     The backward pass closes over the value read here. A custom gradient that reads a variable
     itself fails inside ``tf.cond`` (``AttributeError``) and ``tf.while_loop`` (``ValueError``)
     in a ``tf.function``, a TensorFlow limitation; a tensor read in the forward pass does not.
+
+    A Keras variable is read through its backend ``tf.Variable`` (``_value``, when it has one),
+    at full precision: reading the Keras variable inside a layer's ``call`` under ``mixed_float16``
+    would autocast it to float16 and round a factor such as ``1e-6`` to a subnormal.
     """
-    return tf.convert_to_tensor(param) if v.is_variable(param) else param
+    if not v.is_variable(param):
+        return param
+    backend = getattr(param, "_value", None) if not isinstance(param, tf.Variable) else None
+    return tf.convert_to_tensor(backend if isinstance(backend, tf.Variable) else param)
 
 
 def _read_params(params: dict) -> tuple:

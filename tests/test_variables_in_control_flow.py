@@ -184,3 +184,31 @@ def test_gradient_reversal_in_fit_inside_a_tf_cond():
     model.fit(np.ones([2, 3], np.float32), np.zeros([2, 1], np.float32), batch_size=2, epochs=1, verbose=0)
     # loss = mean over the batch of sum(y): d/dbias = 1 per unit, reversed and halved: -0.5; SGD step 1
     np.testing.assert_allclose(model.get_layer("shift").bias.numpy() - before, [0.5, 0.5, 0.5], rtol=1e-6)
+
+
+def test_a_keras_weight_is_read_at_full_precision_under_mixed_float16():
+    """Read in the forward pass, inside a layer's call, a Keras weight (autocast by default)
+    would come back as float16 under mixed_float16: 1e-6 would become the subnormal 1.013e-6."""
+
+    class Scale(keras.layers.Layer):
+        def build(self, input_shape):
+            self.factor = self.add_weight(shape=(), initializer=keras.initializers.Constant(1e-6),
+                                          trainable=False)
+
+        def call(self, inputs):
+            return gradlab.scale_gradient(inputs, self.factor)
+
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        layer = Scale()
+        x = tf.constant([1.0, 2.0], tf.float16)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x)
+        assert y.dtype == tf.float16
+        grad = tape.gradient(y, x, output_gradients=tf.constant([1000.0, -1000.0], tf.float16))
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+    expected = (np.float32([1000.0, -1000.0]) * np.float32(1e-6)).astype(np.float16)
+    np.testing.assert_array_equal(grad.numpy(), expected)
