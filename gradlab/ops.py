@@ -25,7 +25,8 @@ gradient of ``v * x``. Changing the variable between training steps takes effect
 without retracing; assigning it between the forward pass and ``tape.gradient`` does not change
 that gradient. Reading it in the forward pass is also what lets a variable work inside
 ``tf.cond`` and ``tf.while_loop`` in a ``tf.function`` (TensorFlow fails on a custom gradient that
-reads a variable there). The value is checked when the gradient is computed: an invalid value
+reads a variable there; under XLA a loop then needs ``maximum_iterations``, as it does for plain
+``t * v``). The value is checked when the gradient is computed: an invalid value
 (``nan``, ``clip_min > clip_max``, ``max_norm <= 0``) raises ``ValueError`` eagerly and
 ``tf.errors.InvalidArgumentError`` in a graph, instead of a silently wrong gradient (XLA drops
 these checks: under ``jit_compile=True`` nothing is checked).
