@@ -21,8 +21,8 @@ import tensorflow as tf
 FLOAT_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
 
 #: A scalar hyperparameter: a Python or NumPy number, or a scalar tensor, ``tf.Variable`` or
-#: ``keras.Variable`` (a variable is read when the gradient is computed, so a variable that changes
-#: between steps is honoured).
+#: ``keras.Variable`` (a variable is read when the op runs its forward pass, so a variable that
+#: changes between steps is honoured).
 Scalar = Union[float, int, np.floating, np.integer, tf.Tensor, tf.Variable]
 
 
@@ -135,6 +135,58 @@ def _check_number(number: float, name: str, positive: bool) -> None:
         raise ValueError(f"{name} must be > 0; got {number!r}.")
 
 
+def compute_dtype(dtype: tf.DType) -> tf.DType:
+    """The dtype a gradient of ``dtype`` is computed in: float32 for float16 and bfloat16, else ``dtype``.
+
+    Half-precision gradients are computed in float32 and the result is rounded once to their dtype,
+    so that a parameter such as ``1e-6`` is not first rounded to a float16 subnormal (or to zero).
+
+    Example:
+      >>> import tensorflow as tf
+      >>> from gradlab._validation import compute_dtype
+      >>> compute_dtype(tf.float16).name, compute_dtype(tf.float64).name
+      ('float32', 'float64')
+    """
+    return tf.float32 if dtype in (tf.float16, tf.bfloat16) else dtype
+
+
+def _normal_range(dtype: tf.DType) -> tuple:
+    info = np.finfo(dtype.as_numpy_dtype)
+    return float(info.tiny), float(info.max)
+
+
+def representable_requirement(dtype: tf.DType) -> str:
+    """The words for :func:`check_representable`'s condition, for error messages."""
+    tiny, biggest = _normal_range(dtype)
+    return f"0 or of magnitude between {tiny:.4g} and {biggest:.4g} (a normal {dtype.name} number)"
+
+
+def check_representable(number: float, name: str, dtype: tf.DType) -> None:
+    """Raises ``ValueError`` unless ``number`` is 0 or a normal number of ``dtype``.
+
+    A parameter that the arithmetic rounds to ``dtype`` must survive the rounding: a value beyond
+    the dtype's largest number would become ``inf``, and one below its smallest normal number
+    would become a subnormal (a few significant bits) or zero. Both would silently change the
+    gradient, so they are refused, naming the dtype (see :func:`compute_dtype`).
+
+    Example:
+      >>> import tensorflow as tf
+      >>> from gradlab._validation import check_representable
+      >>> check_representable(1e-6, "factor", tf.float32)  # fine
+      >>> check_representable(1e-40, "factor", tf.float32)
+      Traceback (most recent call last):
+      ...
+      ValueError: factor=1e-40 cannot be represented in float32, ... between 1.175e-38 and 3.403e+38 ...
+    """
+    tiny, biggest = _normal_range(dtype)
+    if number != 0 and not tiny <= abs(number) <= biggest:
+        raise ValueError(
+            f"{name}={number!r} cannot be represented in {dtype.name}, the dtype this gradient is "
+            f"computed in: it must be {representable_requirement(dtype)}. Pass a value in that "
+            "range, or use float64 tensors."
+        )
+
+
 def scalar(value: Any, name: str, *, positive: bool = False) -> Scalar:
     """Validates a scalar hyperparameter; returns it unchanged (Python numbers as ``float``).
 
@@ -159,28 +211,38 @@ def static_value(value: Scalar) -> float | None:
     return None if constant is None else float(constant)
 
 
-def run_time_checks(params: Any, *, positive: bool = False) -> List[tf.Operation]:
-    """Checks parameters whose values are only known when the gradient is computed.
+def run_time_checks(params: Any, *, positive: bool = False,
+                    dtype: tf.DType | None = None) -> List[tf.Operation]:
+    """Checks parameters whose values are only known when the op runs.
 
-    ``params`` is a dict ``{name: validated scalar}``. Numbers (and constant tensors) were checked
-    at call time and are skipped. A ``tf.Variable``, ``keras.Variable`` or graph tensor is read
-    now: eagerly an invalid value raises ``ValueError`` with the call-time message; in a graph
-    (``tf.function``, ``tf.compat.v1``) the checks are returned as assert ops for
-    ``tf.control_dependencies``, which raise ``tf.errors.InvalidArgumentError`` when they run.
-    XLA drops assert ops, so under ``jit_compile=True`` nothing is checked.
+    ``params`` is a dict ``{name: value}`` of the parameters that could not be checked at call
+    time (variables, already read, and graph tensors; the caller leaves out the rest). Eagerly an
+    invalid value raises ``ValueError`` with the call-time message; in a graph (``tf.function``,
+    ``tf.compat.v1``) the checks are returned as assert ops for ``tf.control_dependencies``, which
+    raise ``tf.errors.InvalidArgumentError`` when they run. XLA drops assert ops, so under
+    ``jit_compile=True`` nothing is checked. With ``dtype``, each value must also be 0 or a normal
+    number of that dtype (:func:`check_representable`).
     """
     checks = []
     requirement = "finite and > 0" if positive else "finite"
+    if dtype is not None:
+        requirement += f" and {representable_requirement(dtype)}"
     for name, value in params.items():
-        if static_value(value) is not None:
-            continue
         if tf.executing_eagerly():
-            _check_number(float(tf.convert_to_tensor(value)), name, positive)
+            number = float(tf.convert_to_tensor(value))
+            _check_number(number, name, positive)
+            if dtype is not None:
+                check_representable(number, name, dtype)
             continue
         number = tf.cast(value, tf.float64)
         valid = tf.math.is_finite(number)
         if positive:
             valid = tf.logical_and(valid, number > 0)
+        if dtype is not None:
+            tiny, biggest = _normal_range(dtype)
+            magnitude = tf.abs(number)
+            normal = tf.logical_and(magnitude >= tiny, magnitude <= biggest)
+            valid = tf.logical_and(valid, tf.logical_or(tf.equal(number, 0.0), normal))
         message = f"{name} must be {requirement}; got"
         checks.append(tf.debugging.Assert(valid, [message, number], name=f"check_{name}"))
     return checks
@@ -196,9 +258,8 @@ def check_clip_order(clip_min: float, clip_max: float) -> None:
 
 
 def run_time_order_check(clip_min: Any, clip_max: Any) -> List[tf.Operation]:
-    """``clip_min <= clip_max`` for bounds known only when the gradient is computed (as above)."""
-    if static_value(clip_min) is not None and static_value(clip_max) is not None:
-        return []  # checked at call time
+    """``clip_min <= clip_max`` for bounds known only when the op runs (as above; the caller
+    calls it only when a bound could not be checked at call time)."""
     if tf.executing_eagerly():
         check_clip_order(float(tf.convert_to_tensor(clip_min)), float(tf.convert_to_tensor(clip_max)))
         return []

@@ -2,13 +2,15 @@
 
 TensorFlow's ``tf.RegisterGradient`` and ``Graph.gradient_override_map`` replace the gradient of
 every op of a given *type* built inside a block. They work in TF1 graphs and inside
-``tf.function``, but they come with four silent or confusing failures that these helpers remove:
+``tf.function``, but they come with five silent or confusing failures that these helpers remove:
 
 * registering a name twice raises ``KeyError``, so re-running a notebook cell fails;
 * in eager mode the override map is silently ignored;
 * a ``tf.GradientTape`` that records the ops (one opened inside the ``tf.function``) silently
   ignores it too;
-* a misspelled op type (``"relu"`` for ``"Relu"``) is silently ignored.
+* a misspelled op type (``"relu"`` for ``"Relu"``) is silently ignored;
+* so is a real op type that the block never builds (``{"Cast": ...}`` around ``tf.sign``, which
+  builds a ``Sign`` op and no ``Cast``).
 """
 from __future__ import annotations
 
@@ -238,16 +240,25 @@ def _tape_error(op_name: str, op_type: str) -> RuntimeError:
 
 
 @contextlib.contextmanager
-def _refuse_recording_tapes(target: tf.Graph, op_types: Iterable[str]) -> Iterator[None]:
-    """Raises ``_tape_error`` as soon as an op of ``op_types`` is built in ``target`` under a tape."""
+def _watch_ops(target: tf.Graph, op_types: Iterable[str]) -> Iterator[Optional[Dict[str, int]]]:
+    """Yields a dict ``{op type: count}`` of the ops built inside the block, and refuses tapes.
+
+    Every op built while the block runs is counted, in ``target`` and in the graphs nested in it
+    (``tf.cond`` branches, loop bodies), which the override map reaches too. Raises
+    ``_tape_error`` as soon as an op of ``op_types`` is built in ``target`` while a tape records
+    it. Yields None (no count, no tape check) when TensorFlow's private op-callback API is missing.
+    """
     probe = _tape_probe()
     if probe is None:
-        yield
+        yield None
         return
     add_callback, remove_callback, gradient_types = probe
     op_types = frozenset(op_types)
+    built: Dict[str, int] = {}
 
     def callback(op_type, inputs, attrs, outputs, op_name=None, graph=None):
+        op_type = op_type.decode() if isinstance(op_type, bytes) else str(op_type)
+        built[op_type] = built.get(op_type, 0) + 1
         if graph is not target or op_type not in op_types:
             return None
         try:
@@ -260,9 +271,27 @@ def _refuse_recording_tapes(target: tf.Graph, op_types: Iterable[str]) -> Iterat
 
     add_callback(callback)
     try:
-        yield
+        yield built
     finally:
         remove_callback(callback)
+
+
+def _check_all_built(op_types: Iterable[str], built: Optional[Dict[str, int]]) -> None:
+    """Raises ``ValueError`` for the mapped op types of which the block built no op."""
+    if built is None:  # the op-callback API is missing: nothing was counted
+        return
+    missing = [t for t in op_types if not built.get(t)]
+    if not missing:
+        return
+    names = ", ".join(repr(t) for t in missing)
+    seen = sorted(built)
+    shown = ", ".join(repr(t) for t in seen[:12]) + (", ..." if len(seen) > 12 else "")
+    what = f"The block built ops of type {shown}." if seen else "The block built no op at all."
+    raise ValueError(
+        f"gradient_override: no op of type {names} was built inside the block, so its override "
+        f"changed no gradient. {what} Map the type of the op whose gradient you want to change "
+        "(op.type, e.g. 'Sign' for tf.sign), build that op inside the block, or remove the entry."
+    )
 
 
 @contextlib.contextmanager
@@ -289,9 +318,14 @@ def gradient_override(mapping: Mapping[str, Union[str, GraphGradientFn]]) -> Ite
       ``tape.stop_recording()`` are not recorded, so they are fine for ``tf.gradients``;
     * eager ops: **no**, so this raises ``RuntimeError`` on entering the block.
 
-    For tapes, use :func:`gradlab.map_gradient` or ``tf.custom_gradient``. The tape check relies
-    on private TensorFlow APIs (op callbacks and the tape set); if a future TensorFlow moves them,
-    it is skipped and a recording tape again ignores the override silently.
+    For tapes, use :func:`gradlab.map_gradient` or ``tf.custom_gradient``.
+
+    Every mapped op type must be built inside the block (in the graph, or in a ``tf.cond`` or
+    loop body nested in it): an entry that matches no op, such as ``{"Cast": "Identity"}`` around
+    ``tf.sign`` (which builds a ``Sign`` op), raises ``ValueError`` when the block ends, listing
+    the op types it did build. A block that raises is not checked. The tape check and this count
+    rely on private TensorFlow APIs (op callbacks and the tape set); if a future TensorFlow moves
+    them, both are skipped: a recording tape and an unmatched entry are again silently ignored.
 
     Args:
       mapping: op type (``"Identity"``, ``"Relu"``...) -> registered name or gradient function.
@@ -305,7 +339,8 @@ def gradient_override(mapping: Mapping[str, Union[str, GraphGradientFn]]) -> Ite
         built while a tape records it, which ignores override maps too.
       TypeError: if ``mapping`` is not a mapping, or a value is neither a string nor callable.
       ValueError: if a key is not an op type (for instance ``"relu"``), or a name is not registered
-        (when TensorFlow's private registry cannot be read, a name is accepted unchecked).
+        (when TensorFlow's private registry cannot be read, a name is accepted unchecked); when
+        the block ends, if no op of a mapped type was built inside it.
 
     Example:
       >>> import tensorflow as tf, gradlab
@@ -347,5 +382,6 @@ def gradient_override(mapping: Mapping[str, Union[str, GraphGradientFn]]) -> Ite
                 f"fn(op, *grads); got {type(gradient).__name__} {gradient!r}."
             )
     graph = tf.compat.v1.get_default_graph()
-    with _refuse_recording_tapes(graph, resolved), graph.gradient_override_map(resolved):
+    with _watch_ops(graph, resolved) as built, graph.gradient_override_map(resolved):
         yield resolved
+    _check_all_built(resolved, built)

@@ -14,7 +14,7 @@ Their parameters are numbers, saved in the layer's config. ``GradientReversal.fa
 change during training (``layer.factor = value``, for the ramp of domain-adversarial training); for
 any other parameter that changes, call the op with a variable inside your own layer, e.g.
 ``gradlab.clip_gradient(x, -self.bound, self.bound)`` with a non-trainable ``self.add_weight``; the
-ops read variables when the gradient is computed.
+ops read variables in each forward pass (so also inside ``tf.cond`` and ``tf.while_loop``).
 """
 from __future__ import annotations
 
@@ -153,8 +153,8 @@ class GradientReversal(_GradientLayer):
     """Identity forward; sends ``-factor * dy`` back (see :func:`gradlab.reverse_gradient`).
 
     ``factor`` can change during training without retracing: the layer keeps it in a
-    non-trainable weight, which the backward pass reads, so ``layer.factor = value`` (in a
-    callback or your training loop) takes effect at the next step. Domain-adversarial training
+    non-trainable weight, which each forward pass reads (its backward pass uses that value), so
+    ``layer.factor = value`` (in a callback or your training loop) takes effect at the next step. Domain-adversarial training
     (Ganin & Lempitsky, 2015) ramps it from 0 to 1 as :math:`2 / (1 + e^{-10 p}) - 1`, with
     :math:`p` the fraction of training done. The current value is saved in the config and, as
     a weight, in ``.keras`` files.

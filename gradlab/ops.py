@@ -7,6 +7,10 @@ upstream gradient ``dy`` in the backward pass. Five are the identity in the forw
 gradient through ``backward``; :func:`surrogate_step` is the step ``1[x > 0]`` with a triangular
 surrogate gradient. They accept tensors, NumPy arrays and Python lists of floats, keep float16,
 bfloat16, float32 and float64, and work eagerly, inside ``tf.function`` and with ``jit_compile=True``.
+Half-precision (float16, bfloat16) gradients are computed in float32 and the result is rounded
+once to their dtype, so a parameter such as ``factor=1e-6`` is not first rounded to a float16
+subnormal; a parameter the computation cannot represent (a ``factor`` or ``width`` that is neither
+0 nor a normal number of that dtype) is refused with ``ValueError``.
 
 The upstream gradient may arrive as a ``tf.IndexedSlices`` (when the op's output is read by
 ``tf.gather`` or an ``Embedding``; an index can repeat, and then its slices add up). Every op gives
@@ -16,15 +20,22 @@ slice is exact and cheaper), and a rule that is not linear in ``dy`` (a clip, a 
 
 Scalar hyperparameters (``factor``, ``clip_min``, ``max_norm``, ``width``...) may be Python numbers
 or scalar tensors; a ``tf.Variable`` (or a ``keras.Variable``, e.g. a layer weight) is read when the
-gradient is computed, so changing it between training steps takes effect without retracing. Its
-value is checked then as well: an invalid value (``nan``, ``clip_min > clip_max``, ``max_norm <= 0``)
-raises ``ValueError`` eagerly and ``tf.errors.InvalidArgumentError`` in a graph, instead of a
-silently wrong gradient (XLA drops these checks: under ``jit_compile=True`` nothing is checked).
+op runs its **forward pass**, and the backward pass uses that value, as TensorFlow does for the
+gradient of ``v * x``. Changing the variable between training steps takes effect at the next step
+without retracing; assigning it between the forward pass and ``tape.gradient`` does not change
+that gradient. Reading it in the forward pass is also what lets a variable work inside
+``tf.cond`` and ``tf.while_loop`` in a ``tf.function`` (TensorFlow fails on a custom gradient that
+reads a variable there; under XLA a loop then needs ``maximum_iterations``, as it does for plain
+``t * v``). The value is checked when the gradient is computed: an invalid value
+(``nan``, ``clip_min > clip_max``, ``max_norm <= 0``) raises ``ValueError`` eagerly and
+``tf.errors.InvalidArgumentError`` in a graph, instead of a silently wrong gradient (XLA drops
+these checks: under ``jit_compile=True`` nothing is checked).
 """
 from __future__ import annotations
 
 from typing import Callable, Optional, Union
 
+import numpy as np
 import tensorflow as tf
 
 from gradlab import _validation as v
@@ -51,11 +62,18 @@ def _dense(dy: Upstream) -> tf.Tensor:
     return dy
 
 
-def _scaled(dy: Upstream, factor: tf.Tensor) -> Upstream:
-    """``factor * dy``, keeping an ``IndexedSlices`` sparse (exact: scaling distributes over sums)."""
+def _scaled(dy: Upstream, factor: Scalar) -> Upstream:
+    """``factor * dy``, keeping an ``IndexedSlices`` sparse (exact: scaling distributes over sums).
+
+    Computed in :func:`~gradlab._validation.compute_dtype` (float32 for half precision) and rounded
+    once to ``dy``'s dtype.
+    """
     if isinstance(dy, tf.IndexedSlices):
-        return tf.IndexedSlices(dy.values * factor, dy.indices, dy.dense_shape)
-    return dy * factor
+        return tf.IndexedSlices(_scaled(dy.values, factor), dy.indices, dy.dense_shape)
+    compute = v.compute_dtype(dy.dtype)
+    if compute == dy.dtype:
+        return dy * _cast(factor, dy.dtype)
+    return tf.cast(tf.cast(dy, compute) * _cast(factor, compute), dy.dtype)
 
 
 def _cast(param: Scalar, dtype: tf.DType) -> tf.Tensor:
@@ -65,8 +83,43 @@ def _cast(param: Scalar, dtype: tf.DType) -> tf.Tensor:
     float32 constant and lose the bits float64 keeps. Tensors and variables are cast as usual.
     """
     if isinstance(param, (int, float)):
-        return tf.constant(param, dtype)
+        with np.errstate(over="ignore"):  # a clip bound beyond the dtype's range becomes +-inf, rightly
+            return tf.constant(param, dtype)
     return tf.cast(param, dtype)
+
+
+def _read(param: Scalar) -> Scalar:
+    """``param`` with a variable read now, in the forward pass; a number or tensor as it is.
+
+    The backward pass closes over the value read here. A custom gradient that reads a variable
+    itself fails inside ``tf.cond`` (``AttributeError``) and ``tf.while_loop`` (``ValueError``)
+    in a ``tf.function``, a TensorFlow limitation; a tensor read in the forward pass does not.
+
+    A Keras variable is read through its backend ``tf.Variable`` (``_value``, when it has one),
+    at full precision: reading the Keras variable inside a layer's ``call`` under ``mixed_float16``
+    would autocast it to float16 and round a factor such as ``1e-6`` to a subnormal.
+    """
+    if not v.is_variable(param):
+        return param
+    backend = getattr(param, "_value", None) if not isinstance(param, tf.Variable) else None
+    return tf.convert_to_tensor(backend if isinstance(backend, tf.Variable) else param)
+
+
+def _read_params(params: dict) -> tuple:
+    """``(values, unchecked)``: the validated parameters with variables read now, and the subset of
+    ``values`` that call time could not check (variables and graph tensors), for
+    :func:`~gradlab._validation.run_time_checks`."""
+    values = {name: _read(param) for name, param in params.items()}
+    unchecked = {name: values[name] for name, param in params.items() if v.static_value(param) is None}
+    return values, unchecked
+
+
+def _check_static(param: Scalar, name: str, dtype: tf.DType) -> None:
+    """Refuses, at call time, a known parameter that ``dtype`` cannot represent (see
+    :func:`~gradlab._validation.check_representable`)."""
+    number = v.static_value(param)
+    if number is not None:
+        v.check_representable(number, name, dtype)
 
 
 def _after(checks: list, gradient: Upstream) -> Upstream:
@@ -101,7 +154,17 @@ def map_gradient(x, fn: GradientFn) -> tf.Tensor:
     when TensorFlow propagates it as a ``tf.IndexedSlices``: the slices are summed first) and must
     return a tensor of the same shape and dtype, or ``None`` to send no gradient (like
     ``tf.stop_gradient``). It runs only when a gradient is computed, so it may read
-    ``tf.Variable`` values that change between steps.
+    ``tf.Variable`` values that change between steps (in a ``tf.function``, not inside
+    ``tf.cond`` or ``tf.while_loop``, where TensorFlow cannot read a variable from a custom
+    gradient: read it into a tensor before calling ``map_gradient`` and use that tensor in ``fn``).
+
+    The shape is checked where it is known: when ``fn`` is traced, or eagerly, a wrong shape
+    raises ``ValueError`` at once. In a ``tf.function`` traced with unknown dimensions (an
+    ``input_signature`` such as ``[None, 3]``, or Keras' ``fit``), the shapes are compared when the
+    gradient runs, and a mismatch raises ``tf.errors.InvalidArgumentError`` instead of handing back
+    a gradient of the wrong shape. XLA drops that run-time check (it drops every assert op): under
+    ``jit_compile=True`` with unknown dimensions a result smaller than ``dy`` in some dimension
+    still fails to compile, but a larger one is cut to ``dy``'s shape without a word.
 
     Args:
       x: a floating-point tensor, NumPy array or list.
@@ -113,7 +176,8 @@ def map_gradient(x, fn: GradientFn) -> tf.Tensor:
     Raises:
       TypeError: if ``x`` is not floating-point or ``fn`` is not callable; when the gradient is
         computed, if ``fn`` returns another dtype.
-      ValueError: when the gradient is computed, if ``fn`` returns another shape.
+      ValueError: when the gradient is computed, if ``fn`` returns another shape (in a graph with
+        unknown dimensions, ``tf.errors.InvalidArgumentError`` when the gradient runs).
 
     Example:
       >>> import tensorflow as tf, gradlab
@@ -143,9 +207,35 @@ def map_gradient(x, fn: GradientFn) -> tf.Tensor:
                 f"fn must return the upstream gradient's shape {dy.shape}; it returned shape "
                 f"{result.shape}. A gradient has the shape of the value it belongs to."
             )
-        return result
+        return _same_shape_at_run_time(result, dy)
 
     return _identity_with_gradient(x, grad)
+
+
+def _same_shape_at_run_time(result: tf.Tensor, dy: tf.Tensor) -> tf.Tensor:
+    """``result``, checked to have ``dy``'s shape when the shapes are not both known statically.
+
+    Static shapes were compared already; this covers unknown dimensions (a ``tf.function`` with
+    ``input_signature=[tf.TensorSpec([None, 3])]``), where a ``(1, 3)`` result is compatible with
+    ``(None, 3)`` but not with the ``(4, 3)`` that runs. Eagerly every shape is known.
+    """
+    if result.shape.is_fully_defined() and dy.shape.is_fully_defined():
+        return result
+    message = ("map_gradient: fn must return the shape of the upstream gradient (a gradient has the "
+               "shape of the value it belongs to); the upstream gradient shape, then the shape fn returned:")
+    checks = [tf.debugging.Assert(tf.equal(tf.rank(result), tf.rank(dy)),
+                                  [message, tf.shape(dy), tf.shape(result)], summarize=8)]
+    with tf.control_dependencies(checks):
+        same = tf.reduce_all(tf.equal(tf.shape(result), tf.shape(dy)))
+        checks.append(tf.debugging.Assert(same, [message, tf.shape(dy), tf.shape(result)], summarize=8))
+    # The result is handed on as a slice of dy's (symbolic) shape: Grappler's shape inference
+    # would otherwise take fn's static (1, 3) as the batch size, fold shapes elsewhere in the
+    # backward pass and fail there before this check runs. The slice is the whole tensor (no copy)
+    # once the checks pass, and under XLA, which drops the asserts, a result smaller than dy in
+    # some dimension fails to compile.
+    with tf.control_dependencies(checks):
+        shape = tf.shape(dy)
+        return tf.slice(result, tf.zeros_like(shape), shape)
 
 
 def scale_gradient(x, factor: Scalar) -> tf.Tensor:
@@ -156,17 +246,23 @@ def scale_gradient(x, factor: Scalar) -> tf.Tensor:
         forward:   y = x
         backward:  dL/dx = factor * dL/dy
 
+    The product is computed in float32 for float16 and bfloat16 gradients (in the gradient's dtype
+    otherwise) and rounded once: ``scale_gradient(x_float16, 1e-6)`` sends ``1e-6 * dy`` rounded
+    to float16, not ``dy`` times ``1e-6`` rounded to a float16 subnormal (4.6 % off).
+
     Args:
       x: a floating-point tensor, NumPy array or list.
-      factor: a finite real number, scalar tensor or ``tf.Variable``. ``0`` acts like
-        ``tf.stop_gradient`` (but sends zeros, not ``None``); a negative factor reverses the gradient.
+      factor: a finite real number, scalar tensor or ``tf.Variable`` (read in the forward pass).
+        ``0`` acts like ``tf.stop_gradient`` (but sends zeros, not ``None``); a negative factor
+        reverses the gradient. Its magnitude must be 0 or a normal number of the dtype the product
+        is computed in (at least 1.2e-38 and at most 3.4e38 for float32, float16 and bfloat16).
 
     Returns:
       A tensor equal to ``x``.
 
     Raises:
       TypeError: if ``x`` is not floating-point or ``factor`` is not a real number.
-      ValueError: if ``factor`` is not finite or not a scalar.
+      ValueError: if ``factor`` is not finite, not a scalar, or not representable as above.
 
     Example:
       >>> import tensorflow as tf, gradlab
@@ -179,10 +275,13 @@ def scale_gradient(x, factor: Scalar) -> tf.Tensor:
     """
     factor = v.scalar(factor, "factor")
     x = v.as_float_tensor(x, "x")
+    compute = v.compute_dtype(x.dtype)
+    _check_static(factor, "factor", compute)
+    values, unchecked = _read_params({"factor": factor})
 
     def grad(dy):
-        checks = v.run_time_checks({"factor": factor})
-        return _after(checks, _scaled(dy, _cast(factor, dy.dtype)))
+        checks = v.run_time_checks(unchecked, dtype=compute)
+        return _after(checks, _scaled(dy, values["factor"]))
 
     return _identity_with_gradient(x, grad)
 
@@ -195,9 +294,14 @@ def clip_gradient(x, clip_min: Scalar, clip_max: Scalar) -> tf.Tensor:
         forward:   y = x
         backward:  dL/dx = clip_by_value(dL/dy, clip_min, clip_max)   (elementwise)
 
+    The bounds are rounded to the gradient's dtype. Rounding is monotone, so clipping to the
+    rounded bounds gives exactly the clip to the real bounds, rounded once: a bound beyond the
+    dtype's range (``1e5`` for float16) acts as no bound, as it should.
+
     Args:
       x: a floating-point tensor, NumPy array or list.
-      clip_min: the lower bound, a finite real number, scalar tensor or ``tf.Variable``.
+      clip_min: the lower bound, a finite real number, scalar tensor or ``tf.Variable`` (read in
+        the forward pass).
       clip_max: the upper bound, likewise; ``clip_min <= clip_max``.
 
     Returns:
@@ -222,11 +326,13 @@ def clip_gradient(x, clip_min: Scalar, clip_max: Scalar) -> tf.Tensor:
     if low is not None and high is not None:
         v.check_clip_order(low, high)
     x = v.as_float_tensor(x, "x")
+    values, unchecked = _read_params({"clip_min": clip_min, "clip_max": clip_max})
 
     def grad(dy):
-        checks = v.run_time_checks({"clip_min": clip_min, "clip_max": clip_max})
-        checks += v.run_time_order_check(clip_min, clip_max)
-        low, high = _cast(clip_min, dy.dtype), _cast(clip_max, dy.dtype)
+        checks = v.run_time_checks(unchecked)
+        if unchecked:
+            checks += v.run_time_order_check(values["clip_min"], values["clip_max"])
+        low, high = _cast(values["clip_min"], dy.dtype), _cast(values["clip_max"], dy.dtype)
         return _after(checks, tf.clip_by_value(_dense(dy), low, high))
 
     return _identity_with_gradient(x, grad)
@@ -235,19 +341,37 @@ def clip_gradient(x, clip_min: Scalar, clip_max: Scalar) -> tf.Tensor:
 def clip_gradient_norm(x, max_norm: Scalar) -> tf.Tensor:
     """Identity in the forward pass; rescales the gradient so its L2 norm is at most ``max_norm``.
 
-    The norm is taken over the whole upstream tensor (``tf.clip_by_norm``)::
+    The norm is taken over the whole upstream tensor::
 
         forward:   y = x
         backward:  dL/dx = dL/dy * min(1, max_norm / ||dL/dy||_2)
 
-    This is the ``clip_grad`` of the source material's ``py_func`` answer, in TF2 code. For
-    float16 and bfloat16 the norm is computed in float32 and the result rounded once to the dtype:
-    in float16 the sum of squares overflows as soon as an element exceeds 256 (common with loss
-    scaling), and ``tf.clip_by_norm`` would then send back zeros.
+    This is the ``clip_grad`` of the source material's ``py_func`` answer, in TF2 code, evaluated
+    as written (as optax and PyTorch do), not as ``tf.clip_by_norm``'s
+    ``dy * max_norm / max(||dy||, max_norm)``:
+
+    * a gradient whose norm is at most ``max_norm`` comes back **bitwise** unchanged;
+    * otherwise each element is ``dy`` times the factor ``max_norm / ||dy||`` (rounded to the
+      gradient's dtype, or float32 for float16 and bfloat16, where the product is computed and
+      rounded once). The factor and the comparison are computed in float64, so every finite
+      ``max_norm`` works, up to ``sys.float_info.max`` (``tf.clip_by_norm`` multiplies ``dy`` by
+      ``max_norm`` first and overflows to ``inf``, then NaN);
+    * the norm neither overflows (``[3e19, 4e19]`` in float32 has norm ``5e19``; its float32 sum
+      of squares is ``inf``, and ``tf.clip_by_norm`` sends back zeros) nor underflows to 0 for
+      tiny gradients: the squares of float16, bfloat16 and float32 gradients are summed in
+      float64, and a float64 gradient is scaled by its largest ``|dy|`` first (as LAPACK's
+      ``nrm2``);
+    * non-finite upstream gradients follow IEEE arithmetic in the formula: any NaN makes the
+      norm, and so every element, NaN; an infinite element (and no NaN) makes the norm ``inf`` and
+      the factor 0, so that element becomes NaN (``inf * 0``) and the others 0.
+
+    Where the factor is below the smallest normal number of the compute dtype (a gradient ~1e38
+    times longer than ``max_norm`` in float32), it loses bits or flushes to zero.
 
     Args:
       x: a floating-point tensor, NumPy array or list.
-      max_norm: a finite real number > 0, scalar tensor or ``tf.Variable``.
+      max_norm: a finite real number > 0, scalar tensor or ``tf.Variable`` (read in the forward
+        pass).
 
     Returns:
       A tensor equal to ``x``.
@@ -267,20 +391,49 @@ def clip_gradient_norm(x, max_norm: Scalar) -> tf.Tensor:
     """
     max_norm = v.scalar(max_norm, "max_norm", positive=True)
     x = v.as_float_tensor(x, "x")
+    values, unchecked = _read_params({"max_norm": max_norm})
 
     def grad(dy):
-        checks = v.run_time_checks({"max_norm": max_norm}, positive=True)
-        return _after(checks, _clip_by_norm(_dense(dy), max_norm))
+        checks = v.run_time_checks(unchecked, positive=True)
+        return _after(checks, _clip_by_norm(_dense(dy), values["max_norm"]))
 
     return _identity_with_gradient(x, grad)
 
 
 def _clip_by_norm(dy: tf.Tensor, max_norm: Scalar) -> tf.Tensor:
-    """``tf.clip_by_norm(dy, max_norm)``, through float32 for the half-precision dtypes."""
-    if dy.dtype in (tf.float16, tf.bfloat16):
-        clipped = tf.clip_by_norm(tf.cast(dy, tf.float32), _cast(max_norm, tf.float32))
-        return tf.cast(clipped, dy.dtype)
-    return tf.clip_by_norm(dy, _cast(max_norm, dy.dtype))
+    """``dy * min(1, max_norm / ||dy||)`` as :func:`clip_gradient_norm` documents it.
+
+    The scalars are combined in float64, so ``max_norm`` is not rounded to the gradient's dtype:
+    ``||dy|| <= max_norm`` gives the factor exactly 1, and ``dy * 1`` is ``dy`` bitwise. A NaN
+    norm fails the test and gives a NaN factor; an infinite one gives the factor 0.
+    """
+    compute = v.compute_dtype(dy.dtype)
+    m = _cast(max_norm, tf.float64)
+    if dy.dtype == tf.float64:
+        factor = _float64_clip_factor(dy, m)
+    else:
+        # float16, bfloat16, float32: squares summed in float64 can neither overflow (3.4e38**2 is
+        # 1.2e77) nor underflow (the smallest float32 subnormal squared is 2e-90)
+        norm = tf.sqrt(tf.reduce_sum(tf.square(tf.cast(dy, tf.float64))))
+        factor = tf.cast(tf.where(norm <= m, tf.ones_like(m), m / norm), compute)
+    if compute == dy.dtype:
+        return dy * factor
+    return tf.cast(tf.cast(dy, compute) * factor, dy.dtype)
+
+
+def _float64_clip_factor(dy: tf.Tensor, m: tf.Tensor) -> tf.Tensor:
+    """The clipping factor of a float64 ``dy``, its norm scaled by the largest ``|dy|``.
+
+    With ``a = max |dy|`` (1 where that is 0, non-finite or ``dy`` is empty) and
+    ``s = sum((dy / a)**2)`` (``s >= 1`` unless ``dy`` is all zeros), ``||dy|| = a * sqrt(s)``
+    without overflow or underflow in the squares. The test multiplies (XLA divides through a
+    reciprocal: 1.25 / 1.25 gives 1 - 1 ulp there; a product beyond float64's range is inf, rightly
+    > m), and the factor ``(m / a) / sqrt(s)`` cannot overflow.
+    """
+    largest = tf.reduce_max(tf.abs(dy))
+    a = tf.where(tf.logical_and(tf.math.is_finite(largest), largest > 0), largest, tf.ones_like(largest))
+    root = tf.sqrt(tf.reduce_sum(tf.square(dy / a)))
+    return tf.where(a * root <= m, tf.ones_like(m), (m / a) / root)
 
 
 def reverse_gradient(x, factor: Scalar = 1.0) -> tf.Tensor:
@@ -294,7 +447,8 @@ def reverse_gradient(x, factor: Scalar = 1.0) -> tf.Tensor:
 
     Args:
       x: a floating-point tensor, NumPy array or list.
-      factor: a finite real number, scalar tensor or ``tf.Variable`` (often ramped up in training).
+      factor: a finite real number, scalar tensor or ``tf.Variable`` (often ramped up in training;
+        read in the forward pass), 0 or a normal number as for :func:`scale_gradient`.
 
     Returns:
       A tensor equal to ``x``: ``scale_gradient(x, -factor)``.
@@ -312,10 +466,13 @@ def reverse_gradient(x, factor: Scalar = 1.0) -> tf.Tensor:
     """
     factor = v.scalar(factor, "factor")
     x = v.as_float_tensor(x, "x")
+    compute = v.compute_dtype(x.dtype)
+    _check_static(factor, "factor", compute)
+    values, unchecked = _read_params({"factor": factor})
 
     def grad(dy):
-        checks = v.run_time_checks({"factor": factor})
-        return _after(checks, _scaled(dy, -_cast(factor, dy.dtype)))
+        checks = v.run_time_checks(unchecked, dtype=compute)
+        return _after(checks, _scaled(dy, -values["factor"]))
 
     return _identity_with_gradient(x, grad)
 
@@ -383,16 +540,21 @@ def surrogate_step(x, width: Scalar = 1.0) -> tf.Tensor:
     original forgot (without it the chain rule is broken: the same gradient is sent back whatever
     the loss).
 
+    For float16 and bfloat16 the surrogate is computed in float32 and the gradient rounded once to
+    the dtype (a float16 ``width=1e-8`` would otherwise round to 0 and give NaN).
+
     Args:
       x: a floating-point tensor, NumPy array or list.
-      width: half-width of the triangle, a finite real number > 0, scalar tensor or ``tf.Variable``.
+      width: half-width of the triangle, a finite real number > 0, scalar tensor or ``tf.Variable``
+        (read in the forward pass); a normal number of the dtype the surrogate is computed in (at
+        least 1.2e-38 and at most 3.4e38 for float32, float16 and bfloat16).
 
     Returns:
       A tensor of ``x``'s shape and dtype holding 0s and 1s.
 
     Raises:
       TypeError: if ``x`` is not floating-point or ``width`` is not a real number.
-      ValueError: if ``width`` is not finite or ``width <= 0``.
+      ValueError: if ``width`` is not finite, ``width <= 0``, or not representable as above.
 
     Example:
       >>> import tensorflow as tf, gradlab
@@ -405,13 +567,17 @@ def surrogate_step(x, width: Scalar = 1.0) -> tf.Tensor:
     """
     width = v.scalar(width, "width", positive=True)
     x = v.as_float_tensor(x, "x")
+    compute = v.compute_dtype(x.dtype)
+    _check_static(width, "width", compute)
+    values, unchecked = _read_params({"width": width})
 
     @tf.custom_gradient
     def _step(t):
         def grad(dy):
-            checks = v.run_time_checks({"width": width}, positive=True)
-            w = _cast(width, t.dtype)
-            return _after(checks, _dense(dy) * tf.nn.relu(1 - tf.abs(t) / w))
+            checks = v.run_time_checks(unchecked, positive=True, dtype=compute)
+            w = _cast(values["width"], compute)
+            surrogate = tf.nn.relu(1 - tf.abs(tf.cast(t, compute)) / w)
+            return _after(checks, tf.cast(tf.cast(_dense(dy), compute) * surrogate, t.dtype))
 
         return tf.cast(t > 0, t.dtype), grad
 

@@ -124,12 +124,13 @@ def test_gradient_override_yields_the_resolved_mapping_and_leaves_other_ops_alon
     def gradients(x):
         with gradlab.gradient_override({"Identity": name, "Relu": times(0.0)}) as resolved:
             inside = tf.identity(x)
+            relu = tf.nn.relu(x)  # every mapped type must be built in the block
         outside = tf.identity(x)
         assert resolved["Identity"] == name and isinstance(resolved["Relu"], str)
-        return tf.gradients(inside, x)[0], tf.gradients(outside, x)[0]
+        return tf.gradients(inside, x)[0], tf.gradients(outside, x)[0], tf.gradients(relu, x)[0]
 
-    inside, outside = gradients(tf.constant(1.0))
-    assert float(inside) == 5.0 and float(outside) == 1.0
+    inside, outside, relu = gradients(tf.constant(1.0))
+    assert float(inside) == 5.0 and float(outside) == 1.0 and float(relu) == 0.0
 
 
 def test_gradient_override_in_a_tf1_graph_and_session():
@@ -444,3 +445,98 @@ def test_a_registry_that_reports_every_name_taken_gives_up_after_bounded_attempt
     with pytest.raises(RuntimeError, match=r"found no free gradient-registry name .* in 100 attempts"):
         finishes_within(60, lambda: identity_gradient_in_function(times(8.0)))
     assert EverythingTaken.calls <= 101
+
+
+# ------------------------------------------------------------------------------------------------
+# An entry that matches no op built in the block is refused (issue 30)
+# ------------------------------------------------------------------------------------------------
+
+
+def test_an_op_type_never_built_in_the_block_is_refused_naming_the_types_built():
+    """The widely copied recipe {"Cast": "Identity"} around tf.sign built a Sign op, no Cast, and
+    silently left the gradient at 0."""
+
+    @tf.function
+    def sign_gradient(x):
+        with gradlab.gradient_override({"Cast": "Identity"}):
+            y = tf.sign(x)
+        return tf.gradients(y, x)[0]
+
+    with pytest.raises(ValueError, match=r"no op of type 'Cast' was built inside the block.*"
+                                         r"The block built ops of type 'Sign'"):
+        sign_gradient(tf.constant([1.0, -2.0]))
+
+
+def test_the_right_op_type_for_tf_sign_works():
+    @tf.function
+    def sign_gradient(x):
+        with gradlab.gradient_override({"Sign": "Identity"}):
+            y = tf.sign(x)
+        return tf.gradients(y, x)[0]
+
+    np.testing.assert_array_equal(sign_gradient(tf.constant([1.0, -2.0])).numpy(), [1.0, 1.0])
+
+
+def test_every_mapped_type_must_be_built_and_an_empty_block_is_refused():
+    @tf.function
+    def partly(x):
+        with gradlab.gradient_override({"Identity": times(2.0), "Relu": times(0.0)}):
+            y = tf.identity(x)
+        return tf.gradients(y, x)[0]
+
+    @tf.function
+    def empty(x):
+        with gradlab.gradient_override({"Identity": times(2.0)}):
+            pass
+        return x
+
+    with pytest.raises(ValueError, match=r"no op of type 'Relu'.*The block built ops of type 'Identity'"):
+        partly(tf.constant(1.0))
+    with pytest.raises(ValueError, match=r"no op of type 'Identity'.*The block built no op at all"):
+        empty(tf.constant(1.0))
+
+
+def test_an_op_built_in_a_nested_cond_branch_counts():
+    """The override reaches ops in a tf.cond branch built in the block, so they count."""
+
+    @tf.function
+    def gradient(x, flag):
+        with gradlab.gradient_override({"Identity": times(5.0)}):
+            y = tf.cond(flag, lambda: tf.identity(x) * 1.0, lambda: 2.0 * x)
+        return tf.gradients(y, x)[0]
+
+    assert float(gradient(tf.constant(1.0), tf.constant(True))) == 5.0
+
+
+def test_an_unmatched_type_in_a_tf1_graph_is_refused():
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [2])
+        with pytest.raises(ValueError, match=r"no op of type 'Cast'.*'Sign'"):
+            with gradlab.gradient_override({"Cast": "Identity"}):
+                tf.sign(x)
+
+
+def test_a_block_that_raises_keeps_its_own_error():
+    @tf.function
+    def failing(x):
+        with gradlab.gradient_override({"Cast": "Identity"}):
+            raise KeyError("the user's own error")
+        return x
+
+    with pytest.raises(KeyError, match="the user's own error"):
+        failing(tf.constant(1.0))
+
+
+def test_without_the_private_op_callback_api_the_count_is_skipped(monkeypatch):
+    """The documented fallback, as for the tape check: an unmatched entry is silent again."""
+    import gradlab.graph
+
+    monkeypatch.setattr(gradlab.graph, "_tape_probe", lambda: None)
+
+    @tf.function
+    def sign_gradient(x):
+        with gradlab.gradient_override({"Cast": "Identity"}):
+            y = tf.sign(x)
+        return tf.gradients(y, x)[0]
+
+    np.testing.assert_array_equal(sign_gradient(tf.constant([1.0, -2.0])).numpy(), [0.0, 0.0])

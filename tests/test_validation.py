@@ -231,6 +231,31 @@ BAD_CALLS = [
         TypeError,
         r"factor must be a real number",
     ),
+    # issue 30: a parameter that the dtype of the arithmetic would round to a subnormal, 0 or inf
+    (
+        "factor below float32's normal numbers",
+        lambda: gradlab.scale_gradient(X, 1e-40),
+        ValueError,
+        r"factor=1e-40 cannot be represented in float32.*between 1\.175e-38 and 3\.403e\+38",
+    ),
+    (
+        "factor beyond float32 for a float16 gradient",
+        lambda: gradlab.reverse_gradient(np.array(X, np.float16), 1e39),
+        ValueError,
+        r"factor=1e\+39 cannot be represented in float32, the dtype this gradient is computed in",
+    ),
+    (
+        "width subnormal in float32",
+        lambda: gradlab.surrogate_step(X, width=1e-45),
+        ValueError,
+        r"width=1e-45 cannot be represented in float32",
+    ),
+    (
+        "factor subnormal in float64",
+        lambda: gradlab.scale_gradient(np.array(X), 1e-320),
+        ValueError,
+        r"factor=1e-320 cannot be represented in float64.*2\.225e-308",
+    ),
 ]
 
 
@@ -292,3 +317,27 @@ def test_valid_numbers_of_every_kind_are_accepted():
             tape.watch(x)
             y = gradlab.scale_gradient(x, factor)
         np.testing.assert_array_equal(tape.gradient(y, x).numpy(), [2.0, 2.0])
+
+
+def test_run_time_checks_name_the_dtype_in_a_graph():
+    from gradlab import _validation as v
+
+    @tf.function
+    def check(value):
+        with tf.control_dependencies(v.run_time_checks({"width": value}, positive=True, dtype=tf.float32)):
+            return tf.identity(value)
+
+    assert float(check(tf.constant(1e-3, tf.float64))) == 1e-3
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"width must be finite and > 0 and 0 or of magnitude between 1\.175e-38 and "
+                             r"3\.403e\+38 \(a normal float32 number\); got"):
+        check(tf.constant(1e-40, tf.float64))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"width must be finite and > 0"):
+        check(tf.constant(-1.0, tf.float64))
+
+
+def test_compute_dtype_widens_only_half_precision():
+    from gradlab import _validation as v
+
+    assert [v.compute_dtype(d) for d in (tf.float16, tf.bfloat16, tf.float32, tf.float64)] == [
+        tf.float32, tf.float32, tf.float32, tf.float64]
