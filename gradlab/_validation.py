@@ -120,7 +120,7 @@ def _static_scalar(value: Any, name: str) -> float | None:
                 "Use map_gradient for an elementwise rule."
             )
         if is_variable(value):
-            return None  # read when the gradient is computed
+            return None  # read in the forward pass; checked when the gradient is computed
         constant = tf.get_static_value(value)
         return None if constant is None else float(constant)
     raise TypeError(

@@ -88,5 +88,5 @@ def check_exercise_2(make_step) -> bool:
         print(f"Not yet: the gradient follows the factor, but step was traced {traces} times: "
               "a variable avoids retracing.")
         return False
-    print("Correct! The factor is read when the gradient is computed: 5.0, then 0.5, with one trace.")
+    print("Correct! The factor is read in each forward pass: 5.0, then 0.5, with one trace.")
     return True
