@@ -181,9 +181,11 @@ class GradientReversal(_GradientLayer):
         self._factor_weight = None
 
     def build(self, input_shape):
-        # In the layer's variable dtype: a float64 layer keeps a factor such as 0.1 exactly.
+        # float64 in a float64 layer (a factor such as 0.1 kept exactly), else float32: a float16
+        # layer would store a factor such as 1e-6 as a float16 subnormal, 1.3 % off.
+        weight_dtype = "float64" if self.variable_dtype == "float64" else "float32"
         self._factor_weight = self.add_weight(
-            name="factor", shape=(), dtype=self.variable_dtype, trainable=False, autocast=False,
+            name="factor", shape=(), dtype=weight_dtype, trainable=False, autocast=False,
             # np.float64: Constant casts a Python float through float32 first (0.1 would lose its bits)
             initializer=keras.initializers.Constant(np.float64(self._initial_factor)),
         )

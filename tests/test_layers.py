@@ -275,3 +275,15 @@ def test_every_layer_keeps_its_dtype_policy_through_config_and_file(layer_case, 
             keras.config.set_dtype_policy("float32")
         assert loaded.layers[-1].dtype_policy.name == policy
         assert loaded(X).dtype == model(X).dtype
+
+
+def test_a_float16_gradient_reversal_keeps_a_small_factor_in_float32():
+    """A float16 layer's factor 1e-6 is not first rounded to a float16 subnormal: -3 * 1e-6 rounds once."""
+    layer = layers.GradientReversal(1e-6, dtype="float16")
+    x = tf.constant([1.0, 2.0], tf.float16)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = layer(x)
+    g = tape.gradient(y, x, output_gradients=tf.constant([3.0, 3.0], tf.float16))
+    assert layer.factor == pytest.approx(1e-6, rel=1e-7)
+    np.testing.assert_array_equal(g.numpy(), np.float16(-3e-6))
