@@ -764,9 +764,10 @@ def with_relu_gradient(model, rule: str = "guided", *, alpha: float = 0.01):
     op it still builds (``keras.ops.relu`` in its ``call()``, a sublayer in a dict...) is refused.
     If its config would not give the replacements back (sublayers its ``__init__`` creates), the
     copy's ``get_config()`` of that layer raises, so saving or cloning the copy does too: save the
-    original and copy it after loading. gradlab has no rule for ReLU variants (``ReLU6``, leaky, ``PReLU``, a ReLU with ``max_value``,
-    ``negative_slope`` or ``threshold``): guided backpropagation and deconvnet are defined for
-    ``max(x, 0)``, and a plain ReLU in their place would change the forward pass, so they are refused
+    original and copy it after loading. gradlab has no rule for ReLU variants (``ReLU6``, leaky,
+    ``PReLU``, a ReLU with ``max_value``, ``negative_slope`` or ``threshold``): guided
+    backpropagation and deconvnet are defined for ``max(x, 0)``, and a plain ReLU in their place
+    would change the forward pass, so they are refused
     by name. A ReLU written as ``tf.maximum(x, 0)`` builds no ReLU op and is not seen.
 
     Args:
