@@ -366,13 +366,26 @@ def _retrack(container, old, new) -> None:
         tracked[:] = [layer for layer in tracked if layer is not old]
 
 
+def _setattr_unlocked(layer, attr: str, value) -> None:
+    """``setattr`` on a built Keras layer, whose tracker refuses new state once it is built."""
+    tracker = getattr(layer, "_tracker", None)
+    locked = bool(getattr(tracker, "locked", False))
+    if locked:
+        tracker.unlock()
+    try:
+        setattr(layer, attr, value)
+    finally:
+        if locked:
+            tracker.lock()
+
+
 def _replace_sublayer(root, old, new) -> bool:
     """Replaces the sublayer ``old`` of ``root`` by ``new`` where an attribute or a list holds it."""
     found = False
     for container in root._flatten_layers(include_self=True):
         for attr, value in list(vars(container).items()):
             if value is old:
-                setattr(container, attr, new)
+                _setattr_unlocked(container, attr, new)
                 found = True
             elif isinstance(value, list) and any(item is old for item in value):
                 for i, item in enumerate(value):

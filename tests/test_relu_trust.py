@@ -81,6 +81,29 @@ class _CreatedInBuild(keras.layers.Layer):
         return self.act(self.dense(x))
 
 
+class _ReLUInAnAttribute(keras.layers.Layer):
+    """A keras.layers.ReLU() sublayer held in an attribute (the layer is built when it is copied)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.dense = _identity_dense()
+        self.relu = keras.layers.ReLU()
+
+    def call(self, x):
+        return self.relu(self.dense(x))
+
+
+class _ReLUCreatedInBuild(keras.layers.Layer):
+    """A keras.layers.ReLU() sublayer created in build()."""
+
+    def build(self, input_shape):
+        self.dense = _identity_dense()
+        self.relu = keras.layers.ReLU()
+
+    def call(self, x):
+        return self.relu(self.dense(x))
+
+
 class _TwoLevels(keras.layers.Layer):
     """A layer of yours inside a layer of yours."""
 
@@ -104,7 +127,8 @@ class _GradlabInside(keras.layers.Layer):
 
 
 INSIDE = {"Dense(relu) sublayer": _DenseInside, "ReLU() in a list": _ReLUInAList,
-          "created in build()": _CreatedInBuild, "two levels": _TwoLevels, "ReLUGradient sublayer": _GradlabInside}
+          "created in build()": _CreatedInBuild, "two levels": _TwoLevels, "ReLUGradient sublayer": _GradlabInside,
+          "ReLU() in an attribute": _ReLUInAnAttribute, "ReLU() created in build()": _ReLUCreatedInBuild}
 
 
 @pytest.mark.parametrize("case", sorted(INSIDE))
