@@ -33,9 +33,21 @@ def test_exercise_1_explains_mistakes(capsys):
     assert "no gradient reaches x" in capsys.readouterr().out
     wrong_slope = lambda x: 2.0 * _double_where_log(x) - tf.stop_gradient(_double_where_log(x))  # noqa: E731
     assert check_exercise_1(wrong_slope) is False
-    assert "not 1/x" in capsys.readouterr().out
+    assert "not dy / x" in capsys.readouterr().out
     assert check_exercise_1(lambda x: 1 / 0) is False
     assert "ZeroDivisionError" in capsys.readouterr().out
+
+
+@tf.custom_gradient
+def _forgets_dy(x):
+    positive = x > 0
+    safe = tf.where(positive, x, 1.0)
+    return tf.where(positive, tf.math.log(safe), 0.0), lambda dy: tf.where(positive, 1.0 / safe, 0.0)
+
+
+def test_exercise_1_refuses_a_custom_gradient_that_forgets_dy(capsys):
+    assert check_exercise_1(_forgets_dy) is False
+    assert "does your grad multiply by dy?" in capsys.readouterr().out
 
 
 def _one_row_per_id(slices):
@@ -57,6 +69,9 @@ def test_exercise_2_explains_mistakes(capsys):
     first_rows = lambda s: tf.IndexedSlices(tf.gather(s.values, [0, 1, 4]), tf.constant([4, 1, 0]), s.dense_shape)  # noqa: E731
     assert check_exercise_2(first_rows) is False
     assert "sum the repeated rows" in capsys.readouterr().out
+    whole_table = lambda s: tf.IndexedSlices(tf.convert_to_tensor(s), tf.range(6), s.dense_shape)  # noqa: E731
+    assert check_exercise_2(whole_table) is False                                          # no repeats, but every id
+    assert "rows only for the ids looked up ([0, 1, 4])" in capsys.readouterr().out
     assert check_exercise_2(lambda s: s.nothing) is False
     assert "AttributeError" in capsys.readouterr().out
 

@@ -10,6 +10,8 @@ __all__ = ["check_exercise_1", "check_exercise_2"]
 
 #: Zero, negative and positive points; 0 and -2 are where a naive tf.where(x > 0, log(x), 0) fails.
 POINTS = np.array([-2.0, -0.5, 0.0, 0.25, 1.0, 3.0], np.float32)
+#: An upstream gradient other than ones: a custom grad that forgets to multiply by dy shows.
+UPSTREAM = np.array([0.5, -2.0, 3.0, 1.5, -0.25, 2.0], np.float32)
 
 
 def _value_and_gradient(fn, x, jit_compile):
@@ -17,16 +19,17 @@ def _value_and_gradient(fn, x, jit_compile):
         with tf.GradientTape() as tape:
             tape.watch(x)
             y = tf.convert_to_tensor(fn(x))
-        return y, tape.gradient(y, x)
+        return y, tape.gradient(y, x, output_gradients=tf.constant(UPSTREAM, y.dtype))
     return tf.function(run, jit_compile=True)(x) if jit_compile else run(x)
 
 
 def check_exercise_1(safe_log) -> bool:
-    """Checks ``safe_log``: log(x) for x > 0 and 0 elsewhere; gradient 1/x there and 0 elsewhere, eager and XLA."""
+    """Checks ``safe_log``: log(x) for x > 0 and 0 elsewhere; gradient dy/x there and 0 elsewhere, eager and XLA."""
     x = tf.constant(POINTS)
     positive = POINTS > 0
     value = np.where(positive, np.log(np.where(positive, POINTS, 1.0)), 0.0)
-    gradient = np.where(positive, 1.0 / np.where(positive, POINTS, 1.0), 0.0)
+    local = np.where(positive, 1.0 / np.where(positive, POINTS, 1.0), 0.0)
+    gradient = UPSTREAM * local
     for mode, jit in (("eagerly", False), ("under jit_compile=True", True)):
         try:
             y, g = _value_and_gradient(safe_log, x, jit)
@@ -46,7 +49,11 @@ def check_exercise_1(safe_log) -> bool:
                   "sees x <= 0: give it a safe input with a second tf.where.")
             return False
         if not np.allclose(g, gradient, rtol=1e-6, atol=1e-7):
-            print(f"Not yet: the gradient is finite but not 1/x for x > 0 and 0 elsewhere ({mode}).")
+            if np.allclose(g, local, rtol=1e-6, atol=1e-7):
+                print(f"Not yet: under the upstream gradient dy = {UPSTREAM} the gradient is still 1/x ({mode}): "
+                      "does your grad multiply by dy?")
+            else:
+                print(f"Not yet: the gradient is finite but not dy / x for x > 0 and 0 elsewhere ({mode}).")
             return False
     print("Correct! log(x) where x > 0, 0 elsewhere, and a finite gradient (1/x or 0) eagerly and under XLA.")
     return True
@@ -77,6 +84,11 @@ def check_exercise_2(one_row_per_id) -> bool:
     indices = result.indices.numpy()
     if len(set(indices.tolist())) != len(indices):
         print(f"Not yet: the indices still repeat ({indices.tolist()}): one row per id.")
+        return False
+    looked_up = sorted(set(slices.indices.numpy().tolist()))
+    if sorted(indices.tolist()) != looked_up:
+        print(f"Not yet: return rows only for the ids looked up ({looked_up}); rows for every id cost the "
+              "table's memory. tf.unique gives the ids, tf.math.unsorted_segment_sum adds their rows.")
         return False
     norm, table_norm = float(np.linalg.norm(result.values.numpy())), float(np.linalg.norm(dense))
     print(f"Correct! ids {sorted(indices.tolist())}, once each; the rows' norm {norm:.4f} is the table "
