@@ -349,7 +349,7 @@ def _new_relu(old, rule: str, alpha: float, holder):
 def _swap(holder, attr: str, value) -> None:
     """Sets ``holder.attr = value``; a layer it replaces is no longer tracked as ``holder``'s sublayer."""
     old = vars(holder)[attr]
-    setattr(holder, attr, value)
+    _setattr_unlocked(holder, attr, value)
     if isinstance(old, keras.layers.Layer) and isinstance(holder, keras.layers.Layer):
         _retrack(holder, old, value)
 

@@ -273,17 +273,7 @@ def scale_gradient(x, factor: Scalar) -> tf.Tensor:
       >>> float(y), float(tape.gradient(y, x))  # forward 3**2; gradient 5 * 2*3
       (9.0, 30.0)
     """
-    factor = v.scalar(factor, "factor")
-    x = v.as_float_tensor(x, "x")
-    compute = v.compute_dtype(x.dtype)
-    _check_static(factor, "factor", compute)
-    values, unchecked = _read_params({"factor": factor})
-
-    def grad(dy):
-        checks = v.run_time_checks(unchecked, dtype=compute)
-        return _after(checks, _scaled(dy, values["factor"]))
-
-    return _identity_with_gradient(x, grad)
+    return _scaled_identity(x, factor, negate=False)
 
 
 def clip_gradient(x, clip_min: Scalar, clip_max: Scalar) -> tf.Tensor:
@@ -464,6 +454,12 @@ def reverse_gradient(x, factor: Scalar = 1.0) -> tf.Tensor:
       >>> float(y), float(tape.gradient(y, w))
       (6.0, -1.5)
     """
+    return _scaled_identity(x, factor, negate=True)
+
+
+def _scaled_identity(x, factor: Scalar, negate: bool) -> tf.Tensor:
+    """Identity forward, ``factor * dy`` (``-factor * dy`` if ``negate``) backward: the body of
+    :func:`scale_gradient` and :func:`reverse_gradient`."""
     factor = v.scalar(factor, "factor")
     x = v.as_float_tensor(x, "x")
     compute = v.compute_dtype(x.dtype)
@@ -472,7 +468,7 @@ def reverse_gradient(x, factor: Scalar = 1.0) -> tf.Tensor:
 
     def grad(dy):
         checks = v.run_time_checks(unchecked, dtype=compute)
-        return _after(checks, _scaled(dy, -values["factor"]))
+        return _after(checks, _scaled(dy, -values["factor"] if negate else values["factor"]))
 
     return _identity_with_gradient(x, grad)
 
