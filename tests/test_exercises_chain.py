@@ -44,34 +44,34 @@ def _predict(plain_norms, clip_at, max_norm):
 
 
 def test_exercise_1_accepts_the_linear_prediction(backward, capsys):
-    assert check_exercise_1(_predict, backward) is True
+    assert check_exercise_1(_predict, backward).passed is True
     assert capsys.readouterr().out.startswith("Correct!")
 
 
 def test_exercise_1_explains_typical_mistakes(backward, capsys):
-    assert check_exercise_1(lambda norms, clip_at, max_norm: dict(norms), backward) is False
+    assert check_exercise_1(lambda norms, clip_at, max_norm: dict(norms), backward).passed is False
     assert "linear" in capsys.readouterr().out
 
     def held(norms, clip_at, max_norm):              # clips every earlier layer to the bound
         return {n: min(v, max_norm) if i <= clip_at else v for i, (n, v) in enumerate(norms.items(), start=1)}
-    assert check_exercise_1(held, backward) is False
+    assert check_exercise_1(held, backward).passed is False
     assert capsys.readouterr().out.startswith("Not yet")
 
     def everything(norms, clip_at, max_norm):        # scales the later layers too
         s = min(1.0, max_norm / list(norms.values())[clip_at - 1])
         return {n: v * s for n, v in norms.items()}
-    assert check_exercise_1(everything, backward) is False
+    assert check_exercise_1(everything, backward).passed is False
     assert "later than the clip" in capsys.readouterr().out
-    assert check_exercise_1(lambda *args: 1 / 0, backward) is False
+    assert check_exercise_1(lambda *args: 1 / 0, backward).passed is False
     assert "ZeroDivisionError" in capsys.readouterr().out
 
 
 def test_exercise_2_accepts_a_clip_per_layer_and_explains_mistakes(backward, capsys):
-    assert check_exercise_2(lambda h, i: gradlab.clip_gradient_norm(h, 0.1), backward) is True
+    assert check_exercise_2(lambda h, i: gradlab.clip_gradient_norm(h, 0.1), backward).passed is True
     assert capsys.readouterr().out.startswith("Correct!")
-    assert check_exercise_2(lambda h, i: gradlab.clip_gradient_norm(h, 0.1) if i == 4 else h, backward) is False
+    assert check_exercise_2(lambda h, i: gradlab.clip_gradient_norm(h, 0.1) if i == 4 else h, backward).passed is False
     assert "One clip acts once" in capsys.readouterr().out
-    assert check_exercise_2(lambda h, i: 0.5 * h, backward) is False
+    assert check_exercise_2(lambda h, i: 0.5 * h, backward).passed is False
     assert "forward pass changed" in capsys.readouterr().out
-    assert check_exercise_2(lambda h, i: tf.stop_gradient(h), backward) is False
+    assert check_exercise_2(lambda h, i: tf.stop_gradient(h), backward).passed is False
     assert "no gradient" in capsys.readouterr().out

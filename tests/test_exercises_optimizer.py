@@ -12,17 +12,17 @@ def _global_clip(grads, max_norm):
 
 
 def test_exercise_1_accepts_global_norm_clipping(capsys):
-    assert check_exercise_1(_global_clip) is True
+    assert check_exercise_1(_global_clip).passed is True
     assert capsys.readouterr().out.startswith("Correct!")
 
 
 def test_exercise_1_accepts_the_library_function_too(capsys):
-    assert check_exercise_1(lambda grads, max_norm: tf.clip_by_global_norm(grads, max_norm)[0]) is True
+    assert check_exercise_1(lambda grads, max_norm: tf.clip_by_global_norm(grads, max_norm)[0]).passed is True
 
 
 def test_exercise_1_explains_per_variable_clipping(capsys):
     """The notebook's starting point."""
-    assert check_exercise_1(lambda grads, max_norm: [tf.clip_by_norm(g, max_norm) for g in grads]) is False
+    assert check_exercise_1(lambda grads, max_norm: [tf.clip_by_norm(g, max_norm) for g in grads]).passed is False
     out = capsys.readouterr().out
     assert out.startswith("Not yet") and "per-variable" in out
 
@@ -32,15 +32,15 @@ def test_exercise_1_catches_a_clip_that_always_scales(capsys):
     def always(grads, max_norm):
         global_norm = tf.linalg.global_norm(grads)
         return [g * max_norm / global_norm for g in grads]
-    assert check_exercise_1(always) is False
+    assert check_exercise_1(always).passed is False
     out = capsys.readouterr().out
     assert "global norm 1.3" in out and "expected" in out
 
 
 def test_exercise_1_reports_wrong_shapes_and_raising_answers(capsys):
-    assert check_exercise_1(lambda grads, max_norm: grads[:1]) is False
+    assert check_exercise_1(lambda grads, max_norm: grads[:1]).passed is False
     assert "one tensor per gradient" in capsys.readouterr().out
-    assert check_exercise_1(lambda grads, max_norm: 1 / 0) is False
+    assert check_exercise_1(lambda grads, max_norm: 1 / 0).passed is False
     assert "ZeroDivisionError" in capsys.readouterr().out
 
 
@@ -49,29 +49,29 @@ def _hidden_slower(grads, variables):
 
 
 def test_exercise_2_accepts_a_per_layer_factor(capsys):
-    assert check_exercise_2(_hidden_slower) is True
+    assert check_exercise_2(_hidden_slower).passed is True
     assert capsys.readouterr().out.startswith("Correct!")
 
 
 def test_exercise_2_explains_the_starting_point_and_a_global_factor(capsys):
-    assert check_exercise_2(lambda grads, variables: grads) is False
+    assert check_exercise_2(lambda grads, variables: grads).passed is False
     out = capsys.readouterr().out
     assert out.startswith("Not yet") and "hidden/kernel" in out and "variable.path" in out
-    assert check_exercise_2(lambda grads, variables: [0.1 * g for g in grads]) is False
+    assert check_exercise_2(lambda grads, variables: [0.1 * g for g in grads]).passed is False
     assert "out/kernel should be multiplied by 1.0" in capsys.readouterr().out
 
 
 def test_exercise_2_catches_a_kernel_only_factor(capsys):
     def kernel_only(grads, variables):
         return [g * 0.1 if v.path == "hidden/kernel" else g for g, v in zip(grads, variables)]
-    assert check_exercise_2(kernel_only) is False
+    assert check_exercise_2(kernel_only).passed is False
     assert "hidden/bias" in capsys.readouterr().out
 
 
 def test_exercise_2_reports_wrong_lengths_shapes_and_raising_answers(capsys):
-    assert check_exercise_2(lambda grads, variables: grads[:2]) is False
+    assert check_exercise_2(lambda grads, variables: grads[:2]).passed is False
     assert "one gradient per variable" in capsys.readouterr().out
-    assert check_exercise_2(lambda grads, variables: [tf.reshape(g, [-1]) for g in grads]) is False
+    assert check_exercise_2(lambda grads, variables: [tf.reshape(g, [-1]) for g in grads]).passed is False
     assert "shape" in capsys.readouterr().out
-    assert check_exercise_2(lambda grads, variables: variables.missing) is False
+    assert check_exercise_2(lambda grads, variables: variables.missing).passed is False
     assert "AttributeError" in capsys.readouterr().out

@@ -19,22 +19,22 @@ def _custom_safe_log(x):
 
 
 def test_exercise_1_accepts_the_double_where_and_a_custom_gradient(capsys):
-    assert check_exercise_1(_double_where_log) is True
+    assert check_exercise_1(_double_where_log).passed is True
     assert capsys.readouterr().out.startswith("Correct!")
-    assert check_exercise_1(_custom_safe_log) is True
+    assert check_exercise_1(_custom_safe_log).passed is True
 
 
 def test_exercise_1_explains_mistakes(capsys):
-    assert check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(x), 0.0)) is False        # the starting point
+    assert check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(x), 0.0)).passed is False        # the starting point
     assert "NaN or infinite at x = 0 (eagerly)" in capsys.readouterr().out
-    assert check_exercise_1(lambda x: tf.math.log(tf.maximum(x, 1e-30))) is False
+    assert check_exercise_1(lambda x: tf.math.log(tf.maximum(x, 1e-30))).passed is False
     assert "values are not log(x)" in capsys.readouterr().out
-    assert check_exercise_1(lambda x: tf.stop_gradient(_double_where_log(x))) is False
+    assert check_exercise_1(lambda x: tf.stop_gradient(_double_where_log(x))).passed is False
     assert "no gradient reaches x" in capsys.readouterr().out
     wrong_slope = lambda x: 2.0 * _double_where_log(x) - tf.stop_gradient(_double_where_log(x))  # noqa: E731
-    assert check_exercise_1(wrong_slope) is False
+    assert check_exercise_1(wrong_slope).passed is False
     assert "not dy / x" in capsys.readouterr().out
-    assert check_exercise_1(lambda x: 1 / 0) is False
+    assert check_exercise_1(lambda x: 1 / 0).passed is False
     assert "ZeroDivisionError" in capsys.readouterr().out
 
 
@@ -46,7 +46,7 @@ def _forgets_dy(x):
 
 
 def test_exercise_1_refuses_a_custom_gradient_that_forgets_dy(capsys):
-    assert check_exercise_1(_forgets_dy) is False
+    assert check_exercise_1(_forgets_dy).passed is False
     assert "does your grad multiply by dy?" in capsys.readouterr().out
 
 
@@ -56,23 +56,23 @@ def _one_row_per_id(slices):
 
 
 def test_exercise_2_accepts_merged_rows(capsys):
-    assert check_exercise_2(_one_row_per_id) is True
+    assert check_exercise_2(_one_row_per_id).passed is True
     out = capsys.readouterr().out
     assert out.startswith("Correct!") and "ids [0, 1, 4]" in out
 
 
 def test_exercise_2_explains_mistakes(capsys):
-    assert check_exercise_2(lambda s: s) is False                                           # the starting point
+    assert check_exercise_2(lambda s: s).passed is False                                           # the starting point
     assert "indices still repeat" in capsys.readouterr().out
-    assert check_exercise_2(tf.convert_to_tensor) is False
+    assert check_exercise_2(tf.convert_to_tensor).passed is False
     assert "return a tf.IndexedSlices" in capsys.readouterr().out
     first_rows = lambda s: tf.IndexedSlices(tf.gather(s.values, [0, 1, 4]), tf.constant([4, 1, 0]), s.dense_shape)  # noqa: E731
-    assert check_exercise_2(first_rows) is False
+    assert check_exercise_2(first_rows).passed is False
     assert "sum the repeated rows" in capsys.readouterr().out
     whole_table = lambda s: tf.IndexedSlices(tf.convert_to_tensor(s), tf.range(6), s.dense_shape)  # noqa: E731
-    assert check_exercise_2(whole_table) is False                                          # no repeats, but every id
+    assert check_exercise_2(whole_table).passed is False                                          # no repeats, but every id
     assert "rows only for the ids looked up ([0, 1, 4])" in capsys.readouterr().out
-    assert check_exercise_2(lambda s: s.nothing) is False
+    assert check_exercise_2(lambda s: s.nothing).passed is False
     assert "AttributeError" in capsys.readouterr().out
 
 

@@ -18,24 +18,24 @@ def _hard_sign_forgets_dy(t):
 
 
 def test_exercise_1_accepts_the_fixed_binarize(capsys):
-    assert check_exercise_1(lambda x: _hard_sign(x)) is True
+    assert check_exercise_1(lambda x: _hard_sign(x)).passed is True
     assert capsys.readouterr().out.startswith("Correct!")
 
 
 def test_exercise_1_catches_the_keyword_call(capsys):
-    assert check_exercise_1(lambda x: _hard_sign(t=x)) is False
+    assert check_exercise_1(lambda x: _hard_sign(t=x)).passed is False
     assert "Not yet" in capsys.readouterr().out
 
 
 def test_exercise_1_catches_a_grad_that_ignores_dy(capsys):
-    assert check_exercise_1(lambda x: _hard_sign_forgets_dy(x)) is False
+    assert check_exercise_1(lambda x: _hard_sign_forgets_dy(x)).passed is False
     assert "multiply by dy" in capsys.readouterr().out
 
 
 def test_exercise_1_reports_a_wrong_value_and_a_raising_answer(capsys):
-    assert check_exercise_1(lambda x: x) is False
+    assert check_exercise_1(lambda x: x).passed is False
     assert "sign(x)" in capsys.readouterr().out
-    assert check_exercise_1(lambda x: 1 / 0) is False
+    assert check_exercise_1(lambda x: 1 / 0).passed is False
     assert "ZeroDivisionError" in capsys.readouterr().out
 
 
@@ -60,12 +60,12 @@ def _make_step(live: bool):
 
 
 def test_exercise_2_accepts_a_variable(capsys):
-    assert check_exercise_2(_make_step(live=True)) is True
+    assert check_exercise_2(_make_step(live=True)).passed is True
     assert capsys.readouterr().out.startswith("Correct!")
 
 
 def test_exercise_2_explains_the_frozen_python_number(capsys):
-    assert check_exercise_2(_make_step(live=False)) is False
+    assert check_exercise_2(_make_step(live=False)).passed is False
     assert "tf.Variable" in capsys.readouterr().out
 
 
@@ -79,7 +79,7 @@ def test_exercise_2_catches_retracing_and_errors(capsys):
         step.experimental_get_tracing_count = lambda: 2
         return step, lambda v: state.__setitem__("factor", v)
 
-    assert check_exercise_2(make_step) is False
+    assert check_exercise_2(make_step).passed is False
     assert "traced 2 times" in capsys.readouterr().out
-    assert check_exercise_2(lambda initial: None) is False
+    assert check_exercise_2(lambda initial: None).passed is False
     assert "TypeError" in capsys.readouterr().out

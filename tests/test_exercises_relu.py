@@ -10,20 +10,21 @@ from exercises.relu import check_exercise_1, check_exercise_2
 
 
 def test_exercise_1_accepts_map_gradient_on_either_side(capsys):
-    assert check_exercise_1(lambda x: tf.nn.relu(gradlab.map_gradient(x, tf.nn.relu))) is True
+    assert check_exercise_1(lambda x: tf.nn.relu(gradlab.map_gradient(x, tf.nn.relu))).passed is True
     assert capsys.readouterr().out.startswith("Correct!")
     # The mask and the positive part commute: after the ReLU works as well.
-    assert check_exercise_1(lambda x: gradlab.map_gradient(tf.nn.relu(x), tf.nn.relu)) is True
+    assert check_exercise_1(lambda x: gradlab.map_gradient(tf.nn.relu(x), tf.nn.relu)).passed is True
 
 
 def test_exercise_1_explains_mistakes(capsys):
-    assert check_exercise_1(tf.nn.relu) is False
+    assert check_exercise_1(tf.nn.relu).passed is False
     assert "plain ReLU gradient" in capsys.readouterr().out
-    assert check_exercise_1(lambda x: gradlab.straight_through(tf.nn.relu(x), gradlab.map_gradient(x, tf.nn.relu))) is False
+    deconvnet = lambda x: gradlab.straight_through(tf.nn.relu(x), gradlab.map_gradient(x, tf.nn.relu))  # noqa: E731
+    assert check_exercise_1(deconvnet).passed is False
     assert "differs" in capsys.readouterr().out                       # the deconvnet rule
-    assert check_exercise_1(lambda x: tf.stop_gradient(tf.nn.relu(x))) is False
+    assert check_exercise_1(lambda x: tf.stop_gradient(tf.nn.relu(x))).passed is False
     assert "no gradient" in capsys.readouterr().out
-    assert check_exercise_1(tf.nn.leaky_relu) is False
+    assert check_exercise_1(tf.nn.leaky_relu).passed is False
     assert "forward value" in capsys.readouterr().out
 
 
@@ -59,9 +60,9 @@ def test_exercise_2_accepts_an_override_on_the_top_relu_only(network, capsys):
     def top_relu(t):
         with gradlab.gradient_override({"Relu": guided}):
             return tf.nn.relu(t)
-    assert check_exercise_2(_saliency_under(forward, weights, top_relu), images, labels, forward, weights) is True
+    assert check_exercise_2(_saliency_under(forward, weights, top_relu), images, labels, forward, weights).passed is True
     assert capsys.readouterr().out.startswith("Correct!")
-    assert check_exercise_2(_saliency_under(forward, weights, tf.nn.relu), images, labels, forward, weights) is False
+    assert check_exercise_2(_saliency_under(forward, weights, tf.nn.relu), images, labels, forward, weights).passed is False
     assert "plain-gradient maps" in capsys.readouterr().out
-    assert check_exercise_2(lambda imgs, labs: 1 / 0, images, labels, forward, weights) is False
+    assert check_exercise_2(lambda imgs, labs: 1 / 0, images, labels, forward, weights).passed is False
     assert "ZeroDivisionError" in capsys.readouterr().out

@@ -25,14 +25,14 @@ RIGHT = custom_op(lambda dy, f, b: tf.clip_by_value(f * dy, -b, b))
 
 
 def test_exercise_1_accepts_the_solution(capsys):
-    assert check_exercise_1(RIGHT) is True
+    assert check_exercise_1(RIGHT).passed is True
     assert capsys.readouterr().out.startswith("Correct!")
 
 
 def test_exercise_1_accepts_gradlab_ops_chained():
     def packaged(x, factor, bound):
         return gradlab.scale_gradient(gradlab.clip_gradient(x, -bound, bound), factor)
-    assert check_exercise_1(packaged) is True
+    assert check_exercise_1(packaged).passed is True
 
 
 @pytest.mark.parametrize("answer, message", [
@@ -46,23 +46,23 @@ def test_exercise_1_accepts_gradlab_ops_chained():
     (lambda x, factor, bound: None, "returned None"),
 ])
 def test_exercise_1_explains_typical_mistakes(answer, message, capsys):
-    assert check_exercise_1(answer) is False
+    assert check_exercise_1(answer).passed is False
     out = capsys.readouterr().out
     assert out.startswith("Not yet") and message in out
 
 
 def test_exercise_1_does_not_crash_on_a_raising_answer(capsys):
-    assert check_exercise_1(lambda x, factor, bound: 1 / 0) is False
+    assert check_exercise_1(lambda x, factor, bound: 1 / 0).passed is False
     assert "ZeroDivisionError" in capsys.readouterr().out
-    assert check_exercise_1(lambda x: x) is False  # wrong signature
+    assert check_exercise_1(lambda x: x).passed is False  # wrong signature
     assert "TypeError" in capsys.readouterr().out
-    assert check_exercise_1(custom_op(lambda dy, f, b: (dy, dy))) is False  # grad returns too much
+    assert check_exercise_1(custom_op(lambda dy, f, b: (dy, dy))).passed is False  # grad returns too much
     assert capsys.readouterr().out.startswith("Not yet")
 
 
 @pytest.mark.parametrize("answer", [2.0, 2, np.float32(2.0), tf.constant(2.0)])
 def test_exercise_2_accepts_the_prediction(answer, capsys):
-    assert check_exercise_2(answer) is True
+    assert check_exercise_2(answer).passed is True
     assert capsys.readouterr().out.startswith("Correct! dL/dx = 2.0")
 
 
@@ -75,6 +75,6 @@ def test_exercise_2_accepts_the_prediction(answer, capsys):
     (np.array([1.0, 2.0]), "one number"),
 ])
 def test_exercise_2_explains_wrong_predictions(answer, message, capsys):
-    assert check_exercise_2(answer) is False
+    assert check_exercise_2(answer).passed is False
     out = capsys.readouterr().out
     assert out.startswith("Not yet") and message in out

@@ -40,32 +40,32 @@ def _zeros_as_none(fn, x):
 
 
 def test_exercise_1_accepts_the_three_cases(capsys):
-    assert check_exercise_1(_right_case) is True
+    assert check_exercise_1(_right_case).passed is True
     out = capsys.readouterr().out
     assert out.startswith("Correct!") and "missing" in out and "none" in out
 
 
 def test_exercise_1_rejects_the_starting_point(capsys):
-    assert check_exercise_1(_starting_point) is False
+    assert check_exercise_1(_starting_point).passed is False
     out = capsys.readouterr().out
     assert out.startswith("Not yet") and "returns None" in out
 
 
 def test_exercise_1_explains_an_uncaught_lookup_error(capsys):
-    assert check_exercise_1(_uncaught) is False
+    assert check_exercise_1(_uncaught).passed is False
     out = capsys.readouterr().out
     assert "LookupError" in out and "catch it" in out
 
 
 def test_exercise_1_says_zeros_still_flow(capsys):
-    assert check_exercise_1(_zeros_as_none) is False
+    assert check_exercise_1(_zeros_as_none).passed is False
     assert "zeros" in capsys.readouterr().out
 
 
 def test_exercise_1_survives_bad_answers(capsys):
-    assert check_exercise_1(lambda fn, x: 1 / 0) is False
+    assert check_exercise_1(lambda fn, x: 1 / 0).passed is False
     assert "ZeroDivisionError" in capsys.readouterr().out
-    assert check_exercise_1(lambda fn, x: None) is False
+    assert check_exercise_1(lambda fn, x: None).passed is False
     assert "one of" in capsys.readouterr().out
 
 
@@ -74,7 +74,7 @@ def _hard_tanh(t):
 
 
 def test_exercise_2_accepts_straight_through_with_the_hard_tanh(capsys):
-    assert check_exercise_2(lambda x: gradlab.straight_through(quantize(x), _hard_tanh(x))) is True
+    assert check_exercise_2(lambda x: gradlab.straight_through(quantize(x), _hard_tanh(x))).passed is True
     assert capsys.readouterr().out.startswith("Correct!")
 
 
@@ -83,7 +83,7 @@ def test_exercise_2_accepts_a_custom_gradient(capsys):
     def ste(x):
         return quantize(x), lambda dy: dy * tf.cast(tf.abs(x) <= 1.0, x.dtype)
 
-    assert check_exercise_2(ste) is True
+    assert check_exercise_2(ste).passed is True
     assert capsys.readouterr().out.startswith("Correct!")
 
 
@@ -103,19 +103,19 @@ def test_exercise_2_accepts_the_hard_tanh_trick(capsys):
     # 02's deep dive: its levels end in a 0 bit, so a tie goes back to f). A right answer, if not the
     # one taught.
     trick = lambda x: _hard_tanh(x) + tf.stop_gradient(quantize(x) - _hard_tanh(x))  # noqa: E731
-    assert check_exercise_2(trick) is True
+    assert check_exercise_2(trick).passed is True
     assert capsys.readouterr().out.startswith("Correct!")
 
 
 def test_exercise_2_counts_the_identity_tricks_lost_values(capsys):
     # The starting point: for |x| > 2**24 the 1 in quantize(x) - x is rounded away.
-    assert check_exercise_2(lambda x: x + tf.stop_gradient(quantize(x) - x)) is False
+    assert check_exercise_2(lambda x: x + tf.stop_gradient(quantize(x) - x)).passed is False
     out = capsys.readouterr().out
     assert "different numbers (by up to 1)" in out and "zeros of the wrong sign" not in out
 
 
 def test_exercise_2_rejects_the_identity_gradient(capsys):
-    assert check_exercise_2(tf.grad_pass_through(quantize)) is False
+    assert check_exercise_2(tf.grad_pass_through(quantize)).passed is False
     assert "hard tanh" in capsys.readouterr().out
 
 
@@ -124,14 +124,14 @@ def test_exercise_2_catches_a_grad_that_forgets_dy(capsys):
     def ste(x):
         return quantize(x), lambda dy: tf.cast(tf.abs(x) <= 1.0, x.dtype)
 
-    assert check_exercise_2(ste) is False
+    assert check_exercise_2(ste).passed is False
     assert "multiply by dy" in capsys.readouterr().out
 
 
 def test_exercise_2_reports_no_gradient_and_bad_answers(capsys):
-    assert check_exercise_2(quantize) is False                    # tf.round's gradient is None
+    assert check_exercise_2(quantize).passed is False                    # tf.round's gradient is None
     assert "no gradient" in capsys.readouterr().out
-    assert check_exercise_2(lambda x: None) is False
+    assert check_exercise_2(lambda x: None).passed is False
     assert "shape" in capsys.readouterr().out
-    assert check_exercise_2(lambda x: 1 / 0) is False
+    assert check_exercise_2(lambda x: 1 / 0).passed is False
     assert "ZeroDivisionError" in capsys.readouterr().out

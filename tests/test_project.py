@@ -613,9 +613,14 @@ def _check_calls(tree) -> list:
     """(checker, names passed to it) for every top-level call of a `check_...` function."""
     calls = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id.startswith("check"):
+        if not isinstance(node, ast.Call):
+            continue
+        func, confirms = node.func, False
+        if isinstance(func, ast.Attribute) and func.attr == "confirm":
+            func, confirms = func.value, True
+        if isinstance(func, ast.Name) and func.id.startswith("check"):
             args = [a for a in list(node.args) + [k.value for k in node.keywords]]
-            calls.append((node.func.id, {n.id for a in args for n in ast.walk(a) if isinstance(n, ast.Name)}))
+            calls.append((func.id, {n.id for a in args for n in ast.walk(a) if isinstance(n, ast.Name)}, confirms))
     return calls
 
 
@@ -639,14 +644,17 @@ def test_solutions_check_under_their_own_names_and_keep_the_learners_work(path):
         assert not clash, (f"{path.name}: the solution in cell {i} redefines {sorted(clash)}, which the "
                            "learner's cells define: name it <name>_solution so that Run All keeps the learner's work")
         exercise = max(j for j, _ in code if j < i and not is_solution[j])
-        checked = {name for name, _ in _check_calls(trees[exercise])}
+        checked = {name for name, _, _ in _check_calls(trees[exercise])}
         solution_checks = _check_calls(trees[i])
         assert solution_checks, f"{path.name}: the solution in cell {i} runs no self-check"
-        for name, _ in solution_checks:
+        for name, _, confirms in solution_checks:
             assert name in checked, (f"{path.name}: the solution in cell {i} calls {name}, but the exercise cell "
                                      f"{exercise} before it does not call it on the learner's definition")
+            assert confirms, (f"{path.name}: the solution in cell {i} calls {name}(...), whose verdict states the "
+                              f"answer: call {name}.confirm(...), which says only that the solution passes")
         solution_names = {n for s in is_solution if is_solution[s] for n in _bound_names(trees[s])}
-        for name, args in _check_calls(trees[exercise]):
+        for name, args, confirms in _check_calls(trees[exercise]):
+            assert not confirms, f"{path.name}: cell {exercise} confirms {name} on the learner's answer; call {name}(...)"
             assert not args & solution_names, (
                 f"{path.name}: the self-check {name} in cell {exercise} is called on a solution's name")
 

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 import gradlab
 
-from exercises._report import first_line
+from exercises._harness import NotYet, first_line, running, self_check
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
@@ -22,35 +22,32 @@ def _second_derivative(fn, x: tf.Tensor) -> float:
     return float(outer.gradient(first, x))
 
 
-def check_exercise_1(on_input, on_output) -> bool:
+@self_check
+def check_exercise_1(on_input, on_output) -> str:
     """Checks predictions of d²y/dx² at x = 1.5 for ``scale_gradient(x, 3) ** 2`` and ``scale_gradient(x ** 2, 3)``.
 
     On the input the factor 3 is applied at both backward passes (3 · 3 · 2 = 18); on the output it
     multiplies the constant starting gradient once (3 · 2 = 6).
     """
     if on_input is None or on_output is None:
-        print("Not yet: replace both None with your predictions (numbers).")
-        return False
+        raise NotYet("replace both None with your predictions (numbers).")
     try:
         on_input, on_output = float(on_input), float(on_output)
     except (TypeError, ValueError):
-        print("Not yet: both answers should be numbers.")
-        return False
+        raise NotYet("both answers should be numbers.") from None
     x = tf.constant(1.5)
     truth_in = _second_derivative(lambda s: gradlab.scale_gradient(s, 3.0) ** 2, x)
     truth_out = _second_derivative(lambda s: gradlab.scale_gradient(s ** 2, 3.0), x)
     if np.isclose(on_input, truth_in) and np.isclose(on_output, truth_out):
-        print(f"Correct! {truth_in:.1f} on the input (3 * 3 * 2: the second differentiation passes the op again)\n"
-              f"and {truth_out:.1f} on the output (3 * 2: it multiplies the constant starting gradient once).")
-        return True
+        return (f"{truth_in:.1f} on the input (3 * 3 * 2: the second differentiation passes the op again)\n"
+                f"and {truth_out:.1f} on the output (3 * 2: it multiplies the constant starting gradient once).")
     if np.isclose(on_input, truth_out) and np.isclose(on_output, truth_in):
-        print("Not yet: you swapped them. Which placement does the second differentiation pass through?")
+        raise NotYet("you swapped them. Which placement does the second differentiation pass through?")
     elif np.isclose(on_input, truth_out):
-        print("Not yet (on the input): the first derivative 3 * 2s depends on x through s, the op's output.\n"
-              "Differentiating it again goes back through the op. What does the op do on the way?")
+        raise NotYet("(on the input): the first derivative 3 * 2s depends on x through s, the op's output.\n"
+                     "Differentiating it again goes back through the op. What does the op do on the way?")
     else:
-        print("Not yet: f(x) = x^2 has f'' = 2. Count how many times the factor 3 is applied in each case.")
-    return False
+        raise NotYet("f(x) = x^2 has f'' = 2. Count how many times the factor 3 is applied in each case.")
 
 
 def _detached(rule):
@@ -61,7 +58,8 @@ def _detached(rule):
     return op
 
 
-def check_exercise_2(jvp_by_transposing) -> bool:
+@self_check
+def check_exercise_2(jvp_by_transposing) -> str:
     """Checks ``jvp_by_transposing(fn, x, u)`` against the transpose of reverse mode on three functions.
 
     The right answer differentiates the VJP ``J^T w`` with respect to a watched ``w`` (with
@@ -75,24 +73,18 @@ def check_exercise_2(jvp_by_transposing) -> bool:
         "surrogate_step(x)": (gradlab.surrogate_step, np.maximum(0.0, 1.0 - np.abs(x.numpy())) * u.numpy()),
     }
     for name, (fn, expected) in cases.items():
-        try:
+        with running(f"on {name} your function"):
             result = jvp_by_transposing(fn, x, u)
             result = None if result is None else np.asarray(result, np.float64)
-        except Exception as error:  # a learner's answer may raise anything; report it, never crash
-            print(f"Not yet: on {name} your function raised {first_line(error)}")
-            return False
         if result is None:
-            print(f"Not yet: on {name} your function returned None. Did the outer tape watch w?")
-            return False
+            raise NotYet(f"on {name} your function returned None. Did the outer tape watch w?")
         if result.shape != expected.shape or not np.allclose(result, expected, rtol=1e-5, atol=1e-6):
-            print(f"Not yet: on {name} you get {result}, the transpose of reverse mode is {expected}.")
-            return False
+            raise NotYet(f"on {name} you get {result}, the transpose of reverse mode is {expected}.")
     source_rule = _detached(lambda dy: tf.maximum(0.0, 1.0 - tf.abs(x)))    # answer 6: ignores dy
     try:
         transposed = jvp_by_transposing(source_rule, x, u)
     except Exception as error:  # the answer passed the real cases; this one is only shown
         transposed = first_line(error)
-    print("Correct! Transposing the VJP by hand gives a JVP that respects every linear rule, including\n"
-          "scale_gradient, which tf.autodiff.ForwardAccumulator ignores (section 7).\n"
-          f"The source's non_differentiable rule (ignores dy), transposed: {transposed}")
-    return True
+    return ("Transposing the VJP by hand gives a JVP that respects every linear rule, including\n"
+            "scale_gradient, which tf.autodiff.ForwardAccumulator ignores (section 7).\n"
+            f"The source's non_differentiable rule (ignores dy), transposed: {transposed}")

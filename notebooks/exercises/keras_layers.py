@@ -7,54 +7,47 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from exercises._report import first_line
+from exercises._harness import NotYet, first_line, running, self_check
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
 
-def check_exercise_1(build_model) -> bool:
+@self_check
+def check_exercise_1(build_model) -> str:
     """Checks that build_model() returns a Keras model whose output is its input (bitwise) and
     whose gradient with respect to the input is half the upstream gradient."""
     try:
-        model = build_model()
-    except ValueError as exc:
-        print(f"Not yet: building the model raised {first_line(exc, limit=60)}\n"
-              "A tf.custom_gradient function cannot be called on a keras.Input. Call it inside a\n"
-              "layer: a keras.layers.Layer subclass whose call() uses it, or keras.layers.Lambda.")
-        return False
-    except Exception as exc:  # a learner's answer may raise anything; report it, never crash
-        print(f"Not yet: building the model raised {first_line(exc)}")
-        return False
+        with running("building the model"):
+            model = build_model()
+    except NotYet as not_yet:
+        if isinstance(not_yet.__cause__, ValueError) and "KerasTensor" in str(not_yet.__cause__):
+            raise NotYet(f"building the model raised {first_line(not_yet.__cause__, limit=60)}\n"
+                         "A tf.custom_gradient function cannot be called on a keras.Input. Call it inside a\n"
+                         "layer: a keras.layers.Layer subclass whose call() uses it, or keras.layers.Lambda.") from None
+        raise
     if not isinstance(model, keras.Model):
-        print(f"Not yet: build_model() should return a keras.Model; it returned {type(model).__name__}.")
-        return False
+        raise NotYet(f"build_model() should return a keras.Model; it returned {type(model).__name__}.")
     x = tf.constant([[1.0, -2.0, 0.5], [3.0, 0.0, -1.5]])
     dy = tf.constant([[1.0, 2.0, -4.0], [0.5, -1.0, 3.0]])
-    try:
+    with running("running the model"):
         with tf.GradientTape() as tape:
             tape.watch(x)
             y = model(x)
         if y.shape != x.shape or not np.array_equal(y.numpy(), x.numpy()):
-            print(f"Not yet: the model's output should be its input, unchanged; for\n{x.numpy()}\n"
-                  f"it returned\n{np.asarray(y)}")
-            return False
+            raise NotYet(f"the model's output should be its input, unchanged; for\n{x.numpy()}\n"
+                         f"it returned\n{np.asarray(y)}")
         grad = tape.gradient(y, x, output_gradients=dy)
-    except Exception as exc:  # a learner's answer may raise anything; report it, never crash
-        print(f"Not yet: running the model raised {first_line(exc)}")
-        return False
     if grad is None:
-        print("Not yet: no gradient reaches the input (tape.gradient returned None).")
-        return False
+        raise NotYet("no gradient reaches the input (tape.gradient returned None).")
     if not np.allclose(grad.numpy(), 0.5 * dy.numpy()):
-        print(f"Not yet: for the upstream gradient\n{dy.numpy()}\nthe input receives\n{grad.numpy()}\n"
-              "but it should receive half of it. Is halve_gradient actually called in the model?")
-        return False
-    print(f"Correct! The output is the input, and the upstream gradient {dy.numpy()[0]} (first sample)\n"
-          f"arrives halved, as {grad.numpy()[0]}.")
-    return True
+        raise NotYet(f"for the upstream gradient\n{dy.numpy()}\nthe input receives\n{grad.numpy()}\n"
+                     "but it should receive half of it. Is halve_gradient actually called in the model?")
+    return (f"The output is the input, and the upstream gradient {dy.numpy()[0]} (first sample)\n"
+            f"arrives halved, as {grad.numpy()[0]}.")
 
 
-def check_exercise_2(clipped_backward) -> bool:
+@self_check
+def check_exercise_2(clipped_backward) -> str:
     """Checks a keras.ops.custom_gradient body: forward x, backward clip(upstream, -0.1, 0.1),
     with a grad function that accepts both grad(upstream) and grad(*args, upstream=...)."""
     x = tf.constant([[0.3, -1.2, 2.0]])
@@ -69,37 +62,26 @@ def check_exercise_2(clipped_backward) -> bool:
             uses_identity = False
         hint = ("\nHint: keras.ops.identity(n) builds an n x n identity matrix from an integer n; "
                 "keras.ops.copy(x) returns x." if uses_identity else "")
-        print(f"Not yet: clipped_backward(x) raised {type(exc).__name__}.{hint}")
-        return False
+        raise NotYet(f"clipped_backward(x) raised {first_line(exc, limit=80)}{hint}") from exc
     value = keras.ops.convert_to_numpy(value)
     if value.shape != tuple(x.shape) or not np.array_equal(value, x.numpy()):
-        print(f"Not yet: the forward value should be x unchanged, {x.numpy()}; got {value}.")
-        return False
+        raise NotYet(f"the forward value should be x unchanged, {x.numpy()}; got {value}.")
     for convention, call in (("grad(upstream), as TensorFlow and JAX call it", lambda: grad(dy)),
                              ("grad(x, upstream=upstream), as PyTorch calls it", lambda: grad(x, upstream=dy))):
-        try:
+        with running(convention, hint="\nHint: def grad(*args, upstream=None), and take upstream "
+                                      "from args when it is None."):
             result = keras.ops.convert_to_numpy(call())
-        except Exception as exc:  # a learner's answer may raise anything; report it, never crash
-            print(f"Not yet: {convention}, raised {first_line(exc)}\n"
-                  "Hint: def grad(*args, upstream=None), and take upstream from args when it is None.")
-            return False
         if result.shape != expected.shape or not np.allclose(result, expected):
-            print(f"Not yet: {convention}, returned {result} for upstream {dy.numpy()};\n"
-                  f"expected clip(upstream, -0.1, 0.1) = {expected}.")
-            return False
+            raise NotYet(f"{convention}, returned {result} for upstream {dy.numpy()};\n"
+                         f"expected clip(upstream, -0.1, 0.1) = {expected}.")
     inputs = keras.Input(shape=(3,))
     model = keras.Model(inputs, keras.layers.Lambda(keras.ops.custom_gradient(clipped_backward))(inputs))
-    try:
+    with running("inside a Keras model your function"):
         with tf.GradientTape() as tape:
             tape.watch(x)
             y = model(x)
         g = tape.gradient(y, x, output_gradients=dy).numpy()
-    except Exception as exc:  # report, never crash
-        print(f"Not yet: inside a Keras model your function raised {first_line(exc)}")
-        return False
     if not (np.array_equal(y.numpy(), x.numpy()) and np.allclose(g, expected)):
-        print(f"Not yet: in a Keras model the output is {y.numpy()} and the gradient {g}.")
-        return False
-    print(f"Correct! Both calling conventions return {expected}, and inside a Keras model the\n"
-          "output is x and the gradient is the clipped upstream gradient.")
-    return True
+        raise NotYet(f"in a Keras model the output is {y.numpy()} and the gradient {g}.")
+    return (f"Both calling conventions return {expected}, and inside a Keras model the\n"
+            "output is x and the gradient is the clipped upstream gradient.")

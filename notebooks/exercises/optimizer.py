@@ -5,7 +5,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from exercises._report import first_line
+from exercises._harness import NotYet, running, self_check
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
@@ -20,7 +20,8 @@ def _as_tensors(result) -> list:
     return [tf.convert_to_tensor(r, tf.float32) for r in result]
 
 
-def check_exercise_1(fn) -> bool:
+@self_check
+def check_exercise_1(fn) -> str:
     """Checks ``fn(grads, max_norm)`` against ``tf.clip_by_global_norm`` above and below ``max_norm``.
 
     The right answer multiplies every gradient by one factor, ``min(1, max_norm / global_norm)``
@@ -29,29 +30,23 @@ def check_exercise_1(fn) -> bool:
     """
     for values, max_norm in _CASES:
         grads = [tf.constant(v) for v in values]
-        try:
+        with running():
             result = _as_tensors(fn(list(grads), max_norm))
-        except Exception as error:  # a learner's code may raise anything: report it, never crash
-            print(f"Not yet: your function raised {first_line(error)}")
-            return False
         expected = tf.clip_by_global_norm(grads, max_norm)[0]
         if len(result) != len(expected) or any(r.shape != e.shape for r, e in zip(result, expected)):
-            print("Not yet: return one tensor per gradient, each with its gradient's shape.")
-            return False
+            raise NotYet("return one tensor per gradient, each with its gradient's shape.")
         if all(np.allclose(r.numpy(), e.numpy(), rtol=1e-5, atol=1e-6) for r, e in zip(result, expected)):
             continue
         per_variable = [tf.clip_by_norm(g, max_norm) for g in grads]
         if all(np.allclose(r.numpy(), p.numpy(), rtol=1e-5, atol=1e-6) for r, p in zip(result, per_variable)):
-            print("Not yet: that is per-variable clipping (each tensor on its own). Use one factor for all\n"
-                  "tensors, computed from the global norm sqrt(sum of all squares).")
+            raise NotYet("that is per-variable clipping (each tensor on its own). Use one factor for all\n"
+                         "tensors, computed from the global norm sqrt(sum of all squares).")
         else:
             norm = float(tf.linalg.global_norm(grads))
-            print(f"Not yet: for gradients with global norm {norm:.1f} and max_norm {max_norm} you return\n"
-                  f"{[r.numpy().tolist() for r in result]}, expected {[e.numpy().tolist() for e in expected]}.")
-        return False
-    print("Correct! One factor min(1, max_norm / global norm) for every tensor: gradients with global\n"
-          "norm 13 were halved, those with global norm 1.3 were left alone.")
-    return True
+            raise NotYet(f"for gradients with global norm {norm:.1f} and max_norm {max_norm} you return\n"
+                         f"{[r.numpy().tolist() for r in result]}, expected {[e.numpy().tolist() for e in expected]}.")
+    return ("One factor min(1, max_norm / global norm) for every tensor: gradients with global\n"
+            "norm 13 were halved, those with global norm 1.3 were left alone.")
 
 
 def _probe_variables() -> list:
@@ -61,7 +56,8 @@ def _probe_variables() -> list:
     return keras.Model(inputs, keras.layers.Dense(1, name="out")(hidden)).trainable_variables
 
 
-def check_exercise_2(transform) -> bool:
+@self_check
+def check_exercise_2(transform) -> str:
     """Checks that ``transform(grads, variables)`` multiplies the 'hidden' layer's gradients by 0.1 only.
 
     The gradients are ``1, 2, 3, 4`` times ones for ``hidden/kernel``, ``hidden/bias``,
@@ -70,25 +66,18 @@ def check_exercise_2(transform) -> bool:
     """
     variables = _probe_variables()
     grads = [tf.ones_like(v) * (i + 1) for i, v in enumerate(variables)]
-    try:
+    with running("your transform"):
         result = _as_tensors(transform(list(grads), variables))
-    except Exception as error:  # report, never crash the learner's kernel
-        print(f"Not yet: your transform raised {first_line(error)}")
-        return False
     if len(result) != len(grads):
-        print(f"Not yet: return one gradient per variable ({len(grads)}); you returned {len(result)}.")
-        return False
+        raise NotYet(f"return one gradient per variable ({len(grads)}); you returned {len(result)}.")
     for variable, grad, got in zip(variables, grads, result):
         factor = 0.1 if variable.path.startswith("hidden/") else 1.0
         if got.shape != grad.shape:
-            print(f"Not yet: the gradient of {variable.path} has shape {tuple(grad.shape)}; you returned "
-                  f"shape {tuple(got.shape)}.")
-            return False
+            raise NotYet(f"the gradient of {variable.path} has shape {tuple(grad.shape)}; you returned "
+                         f"shape {tuple(got.shape)}.")
         if not np.allclose(got.numpy(), factor * grad.numpy()):
             ratio = float(np.mean(got.numpy() / grad.numpy()))
-            print(f"Not yet: the gradient of {variable.path} should be multiplied by {factor}, but it was\n"
-                  f"multiplied by {ratio:.2f}. Tell the layers apart by variable.path.")
-            return False
-    print("Correct! hidden/kernel and hidden/bias get 0.1 of their gradient, out/kernel and out/bias all of it.\n"
-          "(With SGD this is a 10 times smaller learning rate for the hidden layer.)")
-    return True
+            raise NotYet(f"the gradient of {variable.path} should be multiplied by {factor}, but it was\n"
+                         f"multiplied by {ratio:.2f}. Tell the layers apart by variable.path.")
+    return ("hidden/kernel and hidden/bias get 0.1 of their gradient, out/kernel and out/bias all of it.\n"
+            "(With SGD this is a 10 times smaller learning rate for the hidden layer.)")

@@ -6,7 +6,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from exercises._report import first_line
+from exercises._harness import NotYet, first_line, running, self_check
 
 __all__ = ["check_exercise_1", "check_exercise_2", "quantize_numpy"]
 
@@ -40,35 +40,31 @@ def _made_up_log(seed):
     return log
 
 
-def check_exercise_1(fair_ratio) -> bool:
+@self_check
+def check_exercise_1(fair_ratio) -> str:
     """Checks fair_ratio(log, technique) on two made-up logs against the rules of section 3."""
     for seed in (1, 2):
         log = _made_up_log(seed)
         expected = _fair_ratio_reference(log, "scale")
-        try:
+        with running():
             answer = float(fair_ratio(log, "scale"))
-        except Exception as exc:  # a learner's answer may raise anything; report it, never crash
-            print(f"Not yet: your function raised {type(exc).__name__}: {exc}")
-            return False
         if abs(answer - expected) <= 1e-9:
             continue
         def seconds(name, warm, log=log):
             return [r["seconds"] for r in log if r["technique"] == name and (warm or r["round"] >= 1)]
         if abs(answer - np.mean(seconds("scale", True)) / np.mean(seconds("none", True))) < 1e-9 or \
                 abs(answer - np.median(seconds("scale", True)) / np.median(seconds("none", True))) < 1e-9:
-            print(f"Not yet: {answer:.4f} includes the warm-up (round 0), where tracing and compiling\n"
-                  "dominate. Leave round 0 out.")
+            raise NotYet(f"{answer:.4f} includes the warm-up (round 0), where tracing and compiling\n"
+                         "dominate. Leave round 0 out.")
         elif abs(answer - np.median(seconds("scale", False)) / np.median(seconds("none", False))) < 1e-9 or \
                 abs(answer - np.mean(seconds("scale", False)) / np.mean(seconds("none", False))) < 1e-9:
-            print(f"Not yet: {answer:.4f} divides a summary of one technique's times by a summary of the\n"
-                  "other's. Divide within each round first (same round, same load), then take the median.")
+            raise NotYet(f"{answer:.4f} divides a summary of one technique's times by a summary of the\n"
+                         "other's. Divide within each round first (same round, same load), then take the median.")
         else:
-            print(f"Not yet: {answer:.4f} is not the median over rounds 1+ of the per-round ratio "
-                  "scale / none.")
-        return False
-    print(f"Correct! The median per-round ratio is {expected:.4f}: the warm-up is out, and the two busy\n"
-          "rounds, three times slower for both techniques, give ordinary ratios.")
-    return True
+            raise NotYet(f"{answer:.4f} is not the median over rounds 1+ of the per-round ratio "
+                         "scale / none.")
+    return (f"The median per-round ratio is {expected:.4f}: the warm-up is out, and the two busy\n"
+            "rounds, three times slower for both techniques, give ordinary ratios.")
 
 
 def quantize_numpy(x):
@@ -83,7 +79,8 @@ def quantize_numpy(x):
     return quantize(x)
 
 
-def check_exercise_2(quantize) -> bool:
+@self_check
+def check_exercise_2(quantize) -> str:
     """Checks that quantize(x) compiles with XLA, rounds to quarters bitwise and passes dy straight through."""
     x = tf.constant(np.linspace(-2.0, 2.0, 37, dtype=np.float32) + np.float32(0.01))
     dy = tf.constant(np.arange(1, 38, dtype=np.float32))
@@ -98,18 +95,14 @@ def check_exercise_2(quantize) -> bool:
     try:
         y, grad = compiled(x)
     except Exception as exc:  # report, never crash
-        print(f"Not yet: XLA cannot compile it ({short_reason(exc)}).\n"
-              "Write the forward pass with TensorFlow ops.")
-        return False
+        raise NotYet(f"XLA cannot compile it ({short_reason(exc)}).\n"
+                     "Write the forward pass with TensorFlow ops.") from exc
     expected = np.round(x.numpy() * 4) / 4
     if not np.array_equal(y.numpy(), expected):
-        print(f"Not yet: it compiles, but the values differ from np.round(4x)/4 at "
-              f"{int(np.sum(y.numpy() != expected))} of {x.shape[0]} points.")
-        return False
+        raise NotYet(f"it compiles, but the values differ from np.round(4x)/4 at "
+                     f"{int(np.sum(y.numpy() != expected))} of {x.shape[0]} points.")
     if grad is None or not np.array_equal(grad.numpy(), dy.numpy()):
-        print("Not yet: the values are right, but the gradient is not passed straight through\n"
-              "(expected dL/dx = dL/dy). tf.round alone has no gradient.")
-        return False
-    print("Correct! It compiles with XLA, rounds to quarters bitwise, and passes the gradient straight\n"
-          "through. No Python in the step any more, so XLA can fuse it with its neighbours.")
-    return True
+        raise NotYet("the values are right, but the gradient is not passed straight through\n"
+                     "(expected dL/dx = dL/dy). tf.round alone has no gradient.")
+    return ("It compiles with XLA, rounds to quarters bitwise, and passes the gradient straight\n"
+            "through. No Python in the step any more, so XLA can fuse it with its neighbours.")

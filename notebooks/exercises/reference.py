@@ -4,6 +4,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from exercises._harness import NotYet, running, self_check
+
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
 _X = tf.constant([-2.0, -0.5, 0.0, 0.25, 1.5])
@@ -21,7 +23,8 @@ def _run(binarize, compiled: bool):
     return fn(_X, _DY)
 
 
-def check_exercise_1(binarize) -> bool:
+@self_check
+def check_exercise_1(binarize) -> str:
     """Checks that ``binarize`` has the value sign(x) and sends ``dy`` back where |x| <= 1.
 
     Tested eagerly and inside ``tf.function`` under an upstream gradient that is not 1, so that a
@@ -32,61 +35,50 @@ def check_exercise_1(binarize) -> bool:
     expected_grad = _DY.numpy() * (np.abs(_X.numpy()) <= 1.0)
     for mode, compiled in (("eagerly", False), ("inside tf.function", True)):
         try:
-            y, grad = _run(binarize, compiled)
-        except Exception as error:  # a learner's code may raise anything; report it, never crash
-            hint = (" Calling a tf.custom_gradient function with a keyword argument raises inside "
-                    "tf.function: pass tensors positionally." if "keyword" in str(error).lower() else "")
-            print(f"Not yet: {mode}, binarize raised {type(error).__name__}: {str(error)[:200]}.{hint}")
-            return False
+            with running(f"{mode}, binarize"):
+                y, grad = _run(binarize, compiled)
+        except NotYet as not_yet:
+            if "keyword" not in str(not_yet.__cause__).lower():
+                raise
+            raise NotYet(f"{not_yet} Calling a tf.custom_gradient function with a keyword argument raises "
+                         "inside tf.function: pass tensors positionally.") from None
         if y is None or not np.array_equal(np.asarray(y), expected_y):
-            print(f"Not yet: {mode}, the value should be sign(x) = {expected_y}; got {None if y is None else np.asarray(y)}.")
-            return False
+            raise NotYet(f"{mode}, the value should be sign(x) = {expected_y}; got {None if y is None else np.asarray(y)}.")
         if grad is None:
-            print(f"Not yet: {mode}, no gradient reaches x (tape.gradient returned None).")
-            return False
+            raise NotYet(f"{mode}, no gradient reaches x (tape.gradient returned None).")
         grad = np.asarray(grad)
         if np.array_equal(grad, np.ones_like(grad) * (grad != 0)) or np.allclose(grad, 0.0):
-            print(f"Not yet: {mode}, the gradient is {grad}, but should be dy where |x| <= 1, that is "
-                  f"{expected_grad}. The upstream gradient must flow through: is the custom gradient used, "
-                  "and does grad multiply by dy?")
-            return False
+            raise NotYet(f"{mode}, the gradient is {grad}, but should be dy where |x| <= 1, that is "
+                         f"{expected_grad}. The upstream gradient must flow through: is the custom gradient used, "
+                         "and does grad multiply by dy?")
         if not np.allclose(grad, expected_grad):
-            print(f"Not yet: {mode}, the gradient is {grad}; expected dy where |x| <= 1: {expected_grad}. "
-                  "Does grad multiply by dy?")
-            return False
-    print(f"Correct! sign(x) forward, and dy passes where |x| <= 1 ({expected_grad}), eagerly and in tf.function.")
-    return True
+            raise NotYet(f"{mode}, the gradient is {grad}; expected dy where |x| <= 1: {expected_grad}. "
+                         "Does grad multiply by dy?")
+    return (f"sign(x) forward, and dy passes where |x| <= 1 ({expected_grad}), eagerly and in tf.function.")
 
 
-def check_exercise_2(make_step) -> bool:
+@self_check
+def check_exercise_2(make_step) -> str:
     """Checks that ``make_step(5.0)`` returns ``(step, set_factor)`` whose factor stays live.
 
     ``step(t)`` must return the gradient of ``scale_gradient(t, factor)``; after ``set_factor(0.5)``
     the next call must use 0.5, without tracing ``step`` again.
     """
-    try:
+    with running("make_step"):
         step, set_factor = make_step(5.0)
         x = tf.constant(2.0)
         before = float(step(x))
         set_factor(0.5)
         after = float(step(x))
-    except Exception as error:  # report, never crash the learner's kernel
-        print(f"Not yet: make_step raised {type(error).__name__}: {str(error)[:200]}")
-        return False
     if before != 5.0:
-        print(f"Not yet: with factor 5 the gradient should be 5.0; got {before}.")
-        return False
+        raise NotYet(f"with factor 5 the gradient should be 5.0; got {before}.")
     if after == 5.0:
-        print("Not yet: after set_factor(0.5) the gradient is still 5.0. The tf.function read the Python "
-              "number once, while tracing. Keep the factor in a tf.Variable and assign to it.")
-        return False
+        raise NotYet("after set_factor(0.5) the gradient is still 5.0. The tf.function read the Python "
+                     "number once, while tracing. Keep the factor in a tf.Variable and assign to it.")
     if after != 0.5:
-        print(f"Not yet: after set_factor(0.5) the gradient should be 0.5; got {after}.")
-        return False
+        raise NotYet(f"after set_factor(0.5) the gradient should be 0.5; got {after}.")
     traces = getattr(step, "experimental_get_tracing_count", lambda: 1)()
     if traces > 1:
-        print(f"Not yet: the gradient follows the factor, but step was traced {traces} times: "
-              "a variable avoids retracing.")
-        return False
-    print("Correct! The factor is read in each forward pass: 5.0, then 0.5, with one trace.")
-    return True
+        raise NotYet(f"the gradient follows the factor, but step was traced {traces} times: "
+                     "a variable avoids retracing.")
+    return ("The factor is read in each forward pass: 5.0, then 0.5, with one trace.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from exercises._report import first_line
+from exercises._harness import NotYet, running, self_check
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
@@ -14,7 +14,8 @@ def _guided_relu(x):
     return tf.nn.relu(x), lambda dy: tf.nn.relu(dy) * tf.cast(x > 0, dy.dtype)
 
 
-def check_exercise_1(relu_fn) -> bool:
+@self_check
+def check_exercise_1(relu_fn) -> str:
     """Checks that ``relu_fn`` is a ReLU forward with the guided-backprop backward pass ``relu(dy) * [x > 0]``.
 
     Run on seeded random inputs and upstream gradients of both signs, eagerly and in ``tf.function``.
@@ -29,27 +30,19 @@ def check_exercise_1(relu_fn) -> bool:
                 tape.watch(x)
                 y = tf.convert_to_tensor(relu_fn(x))
             return y, tape.gradient(y, x, output_gradients=dy)
-        try:
+        with running(f"{mode}, your function"):
             y, sent = run(value_and_gradient)
-        except Exception as error:  # a learner's answer may raise anything; report it, never crash
-            print(f"Not yet: {mode}, your function raised {first_line(error)}")
-            return False
         if not np.array_equal(y.numpy(), tf.nn.relu(x).numpy()):
-            print("Not yet: the forward value must be exactly relu(x).")
-            return False
+            raise NotYet("the forward value must be exactly relu(x).")
         if sent is None:
-            print("Not yet: no gradient reaches x. Did a tf.stop_gradient cut the path?")
-            return False
+            raise NotYet("no gradient reaches x. Did a tf.stop_gradient cut the path?")
         if np.array_equal(sent.numpy(), (dy * tf.cast(x > 0, dy.dtype)).numpy()):
-            print("Not yet: this is the plain ReLU gradient. Guided backprop also drops the negative upstream\n"
-                  "gradients: which fn should gradlab.map_gradient(x, fn) apply to dy?")
-            return False
+            raise NotYet("this is the plain ReLU gradient. Guided backprop also drops the negative upstream\n"
+                         "gradients: which fn should gradlab.map_gradient(x, fn) apply to dy?")
         if not np.allclose(sent.numpy(), want):
             wrong = int(np.sum(~np.isclose(sent.numpy(), want)))
-            print(f"Not yet: {mode}, the backward pass differs from relu(dy) * [x > 0] at {wrong} of 200 inputs.")
-            return False
-    print("Correct! ReLU forward, guided backward relu(dy) * [x > 0], eagerly and in tf.function.")
-    return True
+            raise NotYet(f"{mode}, the backward pass differs from relu(dy) * [x > 0] at {wrong} of 200 inputs.")
+    return ("ReLU forward, guided backward relu(dy) * [x > 0], eagerly and in tf.function.")
 
 
 def _saliency(forward, weights, images, labels, relus):
@@ -60,35 +53,28 @@ def _saliency(forward, weights, images, labels, relus):
     return tape.gradient(score, images).numpy()[..., 0]
 
 
-def check_exercise_2(saliency_fn, images, labels, forward, weights) -> bool:
+@self_check
+def check_exercise_2(saliency_fn, images, labels, forward, weights) -> str:
     """Checks ``saliency_fn(images, labels)``: guided backprop in the top (dense) ReLU only, plain elsewhere.
 
     ``forward(weights, images, relus)`` is the notebook's network; the reference maps are computed
     with a ``tf.custom_gradient`` guided ReLU in the top position only.
     """
     relu = tf.nn.relu
-    try:
+    with running():
         got = np.asarray(saliency_fn(tf.constant(images), tf.constant(labels)))
-    except Exception as error:  # report, never crash
-        print(f"Not yet: your function raised {first_line(error)}")
-        return False
     got = got[..., 0] if got.ndim == 4 else got
     want = _saliency(forward, weights, images, labels, (relu, relu, _guided_relu))
     if got.shape != want.shape:
-        print(f"Not yet: expected maps of shape {want.shape}; got {got.shape}.")
-        return False
+        raise NotYet(f"expected maps of shape {want.shape}; got {got.shape}.")
     if np.allclose(got, _saliency(forward, weights, images, labels, (relu,) * 3), rtol=1e-5, atol=1e-6):
-        print("Not yet: these are plain-gradient maps: no ReLU got the guided gradient. Build the top ReLU\n"
-              "inside gradlab.gradient_override(...), and differentiate with tf.gradients (a tape opened\n"
-              "inside a tf.function ignores override maps).")
-        return False
+        raise NotYet("these are plain-gradient maps: no ReLU got the guided gradient. Build the top ReLU\n"
+                     "inside gradlab.gradient_override(...), and differentiate with tf.gradients (a tape opened\n"
+                     "inside a tf.function ignores override maps).")
     if np.allclose(got, _saliency(forward, weights, images, labels, (_guided_relu,) * 3), rtol=1e-5, atol=1e-6):
-        print("Not yet: these are full guided-backprop maps: all three ReLUs were overridden. Only the ReLU\n"
-              "created inside the with block gets the override; wrap just the top one.")
-        return False
+        raise NotYet("these are full guided-backprop maps: all three ReLUs were overridden. Only the ReLU\n"
+                     "created inside the with block gets the override; wrap just the top one.")
     if not np.allclose(got, want, rtol=1e-5, atol=1e-6):
-        print("Not yet: the maps are neither plain, nor guided, nor guided-in-the-top-layer-only.")
-        return False
-    print("Correct! Only the Relu op built inside the override block got the guided gradient:\n"
-          "an override map applies to ops *created* in the block, not to every op of the type.")
-    return True
+        raise NotYet("the maps are neither plain, nor guided, nor guided-in-the-top-layer-only.")
+    return ("Only the Relu op built inside the override block got the guided gradient:\n"
+            "an override map applies to ops *created* in the block, not to every op of the type.")

@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 import gradlab
+from exercises._harness import NotYet, running, self_check
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
@@ -30,30 +31,24 @@ def _forward_and_gradient(scale_and_clip, factor, bound):
     return y, gradient
 
 
-def check_exercise_1(scale_and_clip) -> bool:
+@self_check
+def check_exercise_1(scale_and_clip) -> str:
     """Checks ``scale_and_clip(x, factor, bound)``: forward ``x`` bitwise, gradient ``clip(factor·dy)``.
 
     The upstream gradient ``dy`` is chosen (not 1), so a ``grad`` that ignores ``dy`` is caught, and
     so is the wrong order ``factor · clip(dy)``. Never raises: a failing answer prints what to fix.
     """
     for factor, bound in _SETTINGS:
-        try:
+        with running(f"scale_and_clip(x, {factor}, {bound})"):
             y, gradient = _forward_and_gradient(scale_and_clip, factor, bound)
-        except Exception as error:  # a learner's code may raise anything: report it, never crash
-            print(f"Not yet: scale_and_clip(x, {factor}, {bound}) raised "
-                  f"{type(error).__name__}: {str(error)[:200]}")
-            return False
         if y is None:
-            print("Not yet: scale_and_clip returned None. Return op(x), the value of your custom op.")
-            return False
+            raise NotYet("scale_and_clip returned None. Return op(x), the value of your custom op.")
         if y.shape != _X.shape or not np.array_equal(_bits(y), _bits(_X)):
-            print(f"Not yet: the forward value changed. For x = {_X.numpy()} you return {y.numpy()}; "
-                  "it must be x, bit for bit (return tf.identity(x) as the value).")
-            return False
+            raise NotYet(f"the forward value changed. For x = {_X.numpy()} you return {y.numpy()}; "
+                         "it must be x, bit for bit (return tf.identity(x) as the value).")
         if gradient is None:
-            print("Not yet: no gradient reaches x (tape.gradient returned None). Return the "
-                  "custom op's value, with its grad, and do not cut the path with tf.stop_gradient.")
-            return False
+            raise NotYet("no gradient reaches x (tape.gradient returned None). Return the "
+                         "custom op's value, with its grad, and do not cut the path with tf.stop_gradient.")
         got = gradient.numpy()
         dy = _DY.numpy()
         expected = np.clip(np.float32(factor) * dy, -bound, bound)
@@ -68,42 +63,36 @@ def check_exercise_1(scale_and_clip) -> bool:
             hint = "your grad ignores dy: the rule must be applied to the upstream gradient dy."
         else:
             hint = "the backward rule is clip(factor * dy, -bound, bound)."
-        print(f"Not yet: with factor={factor}, bound={bound} and upstream dy = {dy}, x receives "
-              f"{got}; expected {expected}. Hint: {hint}")
-        return False
-    print("Correct! The forward value is x, bit for bit, and x receives clip(factor * dy, -bound, "
-          "bound) for every setting tried.")
-    return True
+        raise NotYet(f"with factor={factor}, bound={bound} and upstream dy = {dy}, x receives "
+                     f"{got}; expected {expected}. Hint: {hint}")
+    return ("The forward value is x, bit for bit, and x receives clip(factor * dy, -bound, "
+            "bound) for every setting tried.")
 
 
-def check_exercise_2(your_answer) -> bool:
+@self_check
+def check_exercise_2(your_answer) -> str:
     """Checks a prediction of dL/dx at x = 0 for ``L = gradlab.clip_gradient(2 sin x, -1, 1)``."""
     if your_answer is None:
-        print("Not yet: set your_answer to a number first.")
-        return False
+        raise NotYet("set your_answer to a number first.")
     if isinstance(your_answer, (bool, np.bool_)) or not isinstance(your_answer, (numbers.Real, np.ndarray, tf.Tensor)):
-        print(f"Not yet: your_answer should be a number, e.g. 0.5; got {type(your_answer).__name__} "
-              f"{your_answer!r}.")
-        return False
+        raise NotYet(f"your_answer should be a number, e.g. 0.5; got {type(your_answer).__name__} "
+                     f"{your_answer!r}.")
     try:
         answer = float(your_answer)
     except (TypeError, ValueError):
-        print(f"Not yet: your_answer should be one number; got {your_answer!r}.")
-        return False
+        raise NotYet(f"your_answer should be one number; got {your_answer!r}.") from None
     x = tf.constant(0.0)
     with tf.GradientTape() as tape:
         tape.watch(x)
         L = gradlab.clip_gradient(2.0 * tf.sin(x), -1.0, 1.0)
     truth = float(tape.gradient(L, x))
     if np.isclose(answer, truth):
-        print(f"Correct! dL/dx = {truth:.1f}. The clip is the last op, so the first gradient it sees "
-              "is the starting dL/dL = 1.0,\nalready inside [-1, 1]: it passes unchanged, and "
-              "2 sin(x) then multiplies it by 2 cos(0) = 2.")
-        return True
+        return (f"dL/dx = {truth:.1f}. The clip is the last op, so the first gradient it sees "
+                "is the starting dL/dL = 1.0,\nalready inside [-1, 1]: it passes unchanged, and "
+                "2 sin(x) then multiplies it by 2 cos(0) = 2.")
     if np.isclose(answer, 1.0):
-        print("Not yet: 1.0 is the answer when the clip sits on x, before sin (the plot of section 7). "
-              "Here it sits after sin.\nWhich upstream gradient reaches it first in the backward pass?")
+        raise NotYet("1.0 is the answer when the clip sits on x, before sin (the plot of section 7). "
+                     "Here it sits after sin.\nWhich upstream gradient reaches it first in the backward pass?")
     else:
-        print(f"Not yet: {answer} is not it. Follow the backward pass from L: what reaches the clip, "
-              "and what does 2 sin(x) do to it?")
-    return False
+        raise NotYet(f"{answer} is not it. Follow the backward pass from L: what reaches the clip, "
+                     "and what does 2 sin(x) do to it?")

@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from exercises._harness import NotYet, running, self_check
+
 __all__ = ["check_exercise_1", "check_exercise_2", "quantize"]
 
 CASES = ("flows", "none", "missing")
@@ -59,7 +61,8 @@ _WHY = {
 }
 
 
-def check_exercise_1(gradient_case) -> bool:
+@self_check
+def check_exercise_1(gradient_case) -> str:
     """Checks ``gradient_case(fn, x)``, which must return 'flows', 'none' or 'missing'.
 
     'flows': ``tape.gradient`` returns a tensor (zeros count); 'none': it returns None (the op's
@@ -70,30 +73,26 @@ def check_exercise_1(gradient_case) -> bool:
         x = tf.constant(values)
         truth = _truth(fn, x)
         try:
-            answer = gradient_case(fn, x)
-        except LookupError as error:
-            print(f"Not yet: for {name} your function raised LookupError ({str(error)[:80]}). "
-                  f"{_WHY['missing'][0].upper() + _WHY['missing'][1:]}.")
-            return False
-        except Exception as error:  # a learner's code may raise anything; report it, never crash
-            print(f"Not yet: for {name} your function raised {type(error).__name__}: {str(error)[:200]}")
-            return False
+            with running(f"for {name} your function"):
+                answer = gradient_case(fn, x)
+        except NotYet as not_yet:
+            if not isinstance(not_yet.__cause__, LookupError):
+                raise
+            raise NotYet(f"{not_yet}. {_WHY['missing'][0].upper() + _WHY['missing'][1:]}.") from None
         if answer not in CASES:
-            print(f"Not yet: for {name} your function returned {answer!r}; return one of {CASES}.")
-            return False
+            raise NotYet(f"for {name} your function returned {answer!r}; return one of {CASES}.")
         if answer != truth:
-            print(f"Not yet: for {name} you return {answer!r}, but {_WHY[truth]}.")
-            return False
+            raise NotYet(f"for {name} you return {answer!r}, but {_WHY[truth]}.")
     names = ", ".join(f"{name}: {_truth(fn, tf.constant(values))}" for name, fn, values in _OPS)
-    print(f"Correct! {names}.")
-    return True
+    return (f"{names}.")
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
     return np.asarray(a, np.float32).view(np.uint32)
 
 
-def check_exercise_2(ste) -> bool:
+@self_check
+def check_exercise_2(ste) -> str:
     """Checks ``ste(x)``: value bitwise ``quantize(x)``, gradient ``dy`` where |x| <= 1 and 0 outside.
 
     Run on 100,000 seeded inputs whose magnitudes spread evenly over 10**-3 to 10**9 on a log
@@ -105,18 +104,14 @@ def check_exercise_2(ste) -> bool:
     signs = rng.choice(np.array([-1.0, 1.0]), 100_000)
     x = tf.constant((signs * 10.0 ** rng.uniform(-3.0, 9.0, 100_000)).astype(np.float32))
     dy = tf.constant(rng.uniform(0.5, 2.0, 100_000).astype(np.float32))
-    try:
+    with running():
         with tf.GradientTape() as tape:
             tape.watch(x)
             y = ste(x)
             y = None if y is None else tf.convert_to_tensor(y, tf.float32)
         gradient = None if y is None else tape.gradient(y, x, output_gradients=dy)
-    except Exception as error:  # report, never crash the learner's kernel
-        print(f"Not yet: your function raised {type(error).__name__}: {str(error)[:200]}")
-        return False
     if y is None or y.shape != x.shape:
-        print(f"Not yet: return a tensor of x's shape {x.shape}; got {None if y is None else y.shape}.")
-        return False
+        raise NotYet(f"return a tensor of x's shape {x.shape}; got {None if y is None else y.shape}.")
     exact, value = quantize(x).numpy(), y.numpy()
     differ = _bits(value) != _bits(exact)
     if differ.any():
@@ -124,29 +119,25 @@ def check_exercise_2(ste) -> bool:
         numbers = int(differ.sum()) - zeros
         parts = [f"{numbers:,d} different numbers (by up to {np.abs(value - exact).max():.3g})"] if numbers else []
         parts += [f"{zeros:,d} zeros of the wrong sign (-0.0 versus +0.0)"] if zeros else []
-        print(f"Not yet: {int(differ.sum()):,d} of 100,000 bit patterns differ from quantize(x): "
-              f"{' and '.join(parts)}. If you wrote b + tf.stop_gradient(f - b): it rounds (see the Deep "
-              "dive). Return the tensor f(x) itself as the value.")
-        return False
+        raise NotYet(f"{int(differ.sum()):,d} of 100,000 bit patterns differ from quantize(x): "
+                     f"{' and '.join(parts)}. If you wrote b + tf.stop_gradient(f - b): it rounds (see the Deep "
+                     "dive). Return the tensor f(x) itself as the value.")
     if gradient is None:
-        print("Not yet: the value is exact, but no gradient reaches x (None). Which term carries it?")
-        return False
+        raise NotYet("the value is exact, but no gradient reaches x (None). Which term carries it?")
     gradient = gradient.numpy()
     inside = np.abs(x.numpy()) <= 1.0
     expected = np.where(inside, dy.numpy(), 0.0).astype(np.float32)
     if np.array_equal(gradient, expected):
-        print("Correct! All 100,000 values are bitwise quantize(x), and dy passes only where |x| <= 1.")
-        return True
+        return ("All 100,000 values are bitwise quantize(x), and dy passes only where |x| <= 1.")
     if np.array_equal(gradient, dy.numpy()):
-        print("Not yet: the gradient is dy everywhere, the identity's (as with tf.grad_pass_through). "
-              "The saturating STE sends 0 where |x| > 1: use the hard tanh as the backward function.")
+        raise NotYet("the gradient is dy everywhere, the identity's (as with tf.grad_pass_through). "
+                     "The saturating STE sends 0 where |x| > 1: use the hard tanh as the backward function.")
     elif np.array_equal(gradient, inside.astype(np.float32)):
-        print("Not yet: the gradient is 1 where |x| <= 1, whatever dy is: does your grad multiply by dy? "
-              "(notebook 01)")
+        raise NotYet("the gradient is 1 where |x| <= 1, whatever dy is: does your grad multiply by dy? "
+                     "(notebook 01)")
     elif not gradient.any():
-        print("Not yet: the gradient is all zeros. It must come from the backward function, the hard tanh.")
+        raise NotYet("the gradient is all zeros. It must come from the backward function, the hard tanh.")
     else:
         wrong = int(np.sum(gradient != expected))
-        print(f"Not yet: the gradient is wrong at {wrong:,d} of 100,000 inputs; expected dy where "
-              "|x| <= 1 and 0 outside, the hard tanh's gradient times dy.")
-    return False
+        raise NotYet(f"the gradient is wrong at {wrong:,d} of 100,000 inputs; expected dy where "
+                     "|x| <= 1 and 0 outside, the hard tanh's gradient times dy.")

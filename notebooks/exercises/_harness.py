@@ -1,0 +1,184 @@
+"""The one harness every self-check runs on: run the learner's code, report one verdict, confirm a solution.
+
+A check is a function decorated with :func:`self_check`. Its body runs the learner's code inside
+:func:`running` (any exception becomes a "Not yet" that names it, in one line), raises
+:class:`NotYet` with what to fix when the answer is wrong, and returns what was shown when it is
+right. The decorator prints exactly one verdict, ``Not yet: ...`` or ``Correct! ...``, and returns a
+:class:`Verdict`: true or false, but not echoed as a bare ``True``/``False`` under the cell.
+
+A solution cell calls ``check_exercise_N.confirm(answer)`` instead: it runs the same check, prints
+only that the solution passes (the verdict states the answer, and JupyterLab shows a solution's
+output once it has run), and raises ``AssertionError`` if the solution fails, so CI notices.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import tensorflow as tf
+
+__all__ = ["NotYet", "Verdict", "self_check", "running", "first_line", "custom_gradient_ops"]
+
+
+class NotYet(Exception):
+    """Raised by a check's body: the answer is not right yet; the message says what to fix."""
+
+
+class Verdict:
+    """A check's outcome: ``bool(verdict)`` is whether it passed, ``verdict.message`` what was printed.
+
+    It is not echoed under the cell (``_ipython_display_`` shows nothing: the message is printed
+    already), so a check called last in a cell leaves no bare ``True``/``False`` behind.
+
+    Example:
+      >>> verdict = Verdict(False, "Not yet: return x.")
+      >>> bool(verdict), verdict.passed
+      (False, False)
+    """
+
+    __slots__ = ("passed", "message")
+
+    def __init__(self, passed: bool, message: str) -> None:
+        self.passed = bool(passed)
+        self.message = message
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __repr__(self) -> str:
+        return f"Verdict(passed={self.passed})"
+
+    def _ipython_display_(self) -> None:  # the verdict is printed already
+        return None
+
+
+def first_line(error: BaseException, *, last: bool = False, limit: int = 160) -> str:
+    """``"TypeName: first line of the message"`` (or its last line), safe for an empty message.
+
+    Args:
+      error: the exception the learner's code raised.
+      last: take the message's last line instead (TensorFlow graph errors end with the cause).
+      limit: at most this many characters of the message; a longer one is cut at a word
+        boundary (if there is one) and ends with "...".
+
+    Example:
+      >>> first_line(ValueError("bad shape\\nmore"))
+      'ValueError: bad shape'
+      >>> first_line(KeyError())
+      'KeyError'
+    """
+    lines = [line for line in str(error).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    text = (lines[-1] if last else lines[0]).strip()
+    if len(text) > limit:
+        cut = text[:limit]
+        text = (cut.rsplit(" ", 1)[0] if " " in cut else cut) + "..."
+    return f"{type(error).__name__}: {text}"
+
+
+@contextlib.contextmanager
+def running(what: str = "your function", *, last: bool = False, hint: str = "") -> Iterator[None]:
+    """Runs the learner's code: an exception it raises becomes ``NotYet("<what> raised <Type: line>")``.
+
+    Args:
+      what: what is being run, as the message should name it (``"scale_and_clip(x, 3.0, 1.0)"``).
+      last: name the error by the last line of its message (TensorFlow graph errors end with the cause).
+      hint: what to try, added after the error (a leading newline puts it on a line of its own).
+
+    Example:
+      >>> try:
+      ...     with running("f(0)"):
+      ...         1 / 0
+      ... except NotYet as not_yet:
+      ...     print(not_yet)
+      f(0) raised ZeroDivisionError: division by zero
+    """
+    try:
+        yield
+    except NotYet:
+        raise
+    except Exception as error:  # a learner's code may raise anything: report it, never crash
+        separator = "" if not hint or hint.startswith("\n") else " "
+        raise NotYet(f"{what} raised {first_line(error, last=last)}.{separator}{hint}" if hint
+                     else f"{what} raised {first_line(error, last=last)}") from error
+
+
+def _not_yet(message: str) -> str:
+    # "Not yet (setting): ..." reads better than "Not yet: (setting) ..." when a check names a setting.
+    return "Not yet " + message if message.startswith("(") else "Not yet: " + message
+
+
+class SelfCheck:
+    """A check built by :func:`self_check`: call it on an answer, or ``.confirm`` a solution."""
+
+    def __init__(self, body: Callable[..., str]) -> None:
+        functools.update_wrapper(self, body)
+        self._body = body
+
+    def verdict(self, *args: Any, **kwargs: Any) -> Verdict:
+        """Runs the check and returns its verdict without printing it."""
+        try:
+            shown = self._body(*args, **kwargs)
+        except NotYet as not_yet:
+            return Verdict(False, _not_yet(str(not_yet)))
+        return Verdict(True, "Correct! " + shown)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Verdict:
+        verdict = self.verdict(*args, **kwargs)
+        print(verdict.message)
+        return verdict
+
+    def confirm(self, *args: Any, **kwargs: Any) -> None:
+        """Runs the check on a solution and says only that it passes (raises ``AssertionError`` if not).
+
+        Anything the learner's code prints while it is checked is swallowed too: it would show values.
+        """
+        with contextlib.redirect_stdout(io.StringIO()):
+            verdict = self.verdict(*args, **kwargs)
+        if not verdict:
+            raise AssertionError(f"the solution fails {self.__name__}: {verdict.message}")
+        print(f"This solution passes {self.__name__}.")
+
+    def __repr__(self) -> str:
+        return f"<self-check {self.__name__}>"
+
+
+def self_check(body: Callable[..., str]) -> SelfCheck:
+    """Makes a check from a body that raises :class:`NotYet` or returns the text shown after "Correct!".
+
+    Example:
+      >>> @self_check
+      ... def check_exercise_1(answer):
+      ...     '''Checks that the answer is 2.'''
+      ...     if answer != 2:
+      ...         raise NotYet(f"{answer} is not it.")
+      ...     return "2 it is."
+      >>> verdict = check_exercise_1(3)
+      Not yet: 3 is not it.
+      >>> check_exercise_1.confirm(2)
+      This solution passes check_exercise_1.
+    """
+    return SelfCheck(body)
+
+
+def custom_gradient_ops(fn: Callable[..., Any], *args: tf.Tensor) -> list[str]:
+    """The ``tf.custom_gradient`` rules ``fn(*args)`` builds, found by tracing it into a graph.
+
+    In a graph, ``tf.custom_gradient`` wraps its outputs in an ``IdentityN`` op whose
+    ``_gradient_op_type`` attribute names the registered rule; autodiff of ordinary ops leaves none.
+    Returns the rule names (empty if ``fn`` uses no custom gradient), so a check can tell an answer
+    that uses the technique from one that reaches the same numbers another way.
+    """
+    specs = [tf.TensorSpec.from_tensor(tf.convert_to_tensor(arg)) for arg in args]
+    graph = tf.function(fn).get_concrete_function(*specs).graph
+    names = []
+    for op in graph.get_operations():
+        try:
+            names.append(op.get_attr("_gradient_op_type").decode())
+        except ValueError:
+            continue
+    return names

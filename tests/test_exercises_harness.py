@@ -1,0 +1,92 @@
+"""exercises/_harness.py: every self-check runs the learner's code, reports and confirms one way."""
+from __future__ import annotations
+
+import doctest
+
+import pytest
+import tensorflow as tf
+
+import exercises._harness as report
+from exercises._harness import NotYet, custom_gradient_ops, first_line, running, self_check
+
+
+def test_first_line_names_the_type_and_the_first_or_last_line():
+    error = ValueError("  \nthe shape is wrong\n\nraised from here  \n")
+    assert first_line(error) == "ValueError: the shape is wrong"
+    assert first_line(error, last=True) == "ValueError: raised from here"
+    assert first_line(RuntimeError("x" * 500), limit=10) == "RuntimeError: " + "x" * 10 + "..."
+    assert first_line(RuntimeError("a TensorFlow function"), limit=15) == "RuntimeError: a TensorFlow..."
+
+
+def test_an_empty_message_gives_the_type_alone_instead_of_crashing_the_check():
+    assert first_line(ValueError()) == "ValueError"
+    assert first_line(ZeroDivisionError("")) == "ZeroDivisionError"
+
+
+def test_docstring_example_runs():
+    assert doctest.testmod(report).failed == 0
+
+
+@self_check
+def check_exercise_1(answer):
+    """Checks that answer(2) is 4."""
+    with running("answer(2)"):
+        value = answer(2)
+    if value != 4:
+        raise NotYet(f"answer(2) is {value}; it should be 4.")
+    return "answer(2) is 4."
+
+
+def test_a_check_prints_one_verdict_and_returns_a_quiet_truth_value(capsys):
+    verdict = check_exercise_1(lambda x: x * 2)
+    assert verdict.passed is True and bool(verdict) is True
+    assert capsys.readouterr().out == "Correct! answer(2) is 4.\n"
+    verdict = check_exercise_1(lambda x: x + 1)
+    assert verdict.passed is False and verdict.message == "Not yet: answer(2) is 3; it should be 4."
+    assert capsys.readouterr().out == "Not yet: answer(2) is 3; it should be 4.\n"
+    assert verdict._ipython_display_() is None  # nothing is echoed under the cell: no bare True/False
+    assert repr(verdict) == "Verdict(passed=False)"
+
+
+def test_an_error_in_the_learners_code_becomes_one_not_yet_line(capsys):
+    verdict = check_exercise_1(lambda x: x / 0)
+    assert verdict.passed is False
+    assert capsys.readouterr().out == "Not yet: answer(2) raised ZeroDivisionError: division by zero\n"
+
+
+def test_running_adds_a_hint_after_the_error():
+    with pytest.raises(NotYet, match=r"^f raised KeyError: 'k'\. Return a dict\.$"):
+        with running("f", hint="Return a dict."):
+            {}["k"]
+    with pytest.raises(NotYet, match=r"^f raised KeyError: 'k'\.\nHint$"):
+        with running("f", hint="\nHint"):
+            {}["k"]
+
+
+def test_a_bug_in_the_check_itself_is_not_hidden_as_a_not_yet():
+    @self_check
+    def broken(answer):
+        return 1 / 0
+    with pytest.raises(ZeroDivisionError):
+        broken(None)
+
+
+def test_confirm_says_only_that_a_solution_passes(capsys):
+    def noisy(x):
+        print("the answer is 4")
+        return x * 2
+    assert check_exercise_1.confirm(noisy) is None
+    assert capsys.readouterr().out == "This solution passes check_exercise_1.\n"
+    with pytest.raises(AssertionError, match="the solution fails check_exercise_1: Not yet: answer"):
+        check_exercise_1.confirm(lambda x: x)
+    assert capsys.readouterr().out == ""
+
+
+def test_custom_gradient_ops_tells_the_technique_from_the_same_numbers():
+    @tf.custom_gradient
+    def by_hand(x):
+        return -tf.nn.softplus(-x), lambda dy: dy * tf.sigmoid(-x)
+
+    x = tf.constant([0.0, 1.0])
+    assert len(custom_gradient_ops(by_hand, x)) == 1
+    assert custom_gradient_ops(lambda t: -tf.nn.softplus(-t), x) == []
