@@ -11,6 +11,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tf_req=${1:?usage: tools/test_library.sh TENSORFLOW_REQUIREMENT ["OTHER_REQUIREMENTS"]}
 other_reqs=${2:-}
+# GRADLAB_PLAN_ONLY=1: say what would be installed and stop (tests/test_ci.py checks the legs so).
+if [ -n "${GRADLAB_PLAN_ONLY:-}" ]; then
+    echo "plan: $tf_req $other_reqs"
+    exit 0
+fi
 root=$(pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -1,0 +1,181 @@
+"""What CI runs, observed by running it with its tools stubbed, not by reading its text.
+
+`.ci/run` and each step of the GitHub workflow are executed with ``make``, ``taskset`` and the
+browser replaced by stubs that record how they were called (target, variables, CPUs, nudge). The
+tests then check what CI *does*: which checks run, in which order, on how many cores, that a failing
+step stops it, and that the workflow and `.ci/run` run the same checks.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+LEGS = sorted(p.stem for p in (ROOT / "tools" / "versions").glob("*.txt"))
+
+MAKE_STUB = """#!/bin/bash
+vars=""; targets=""
+for arg in "$@"; do
+    case "$arg" in *=*) vars="$vars $arg" ;; *) targets="$targets $arg" ;; esac
+done
+echo "targets=${targets# } vars=${vars# } cpus=${STUB_CPUS:-all} nudge=${GRADLAB_NUDGE:-0}" >> "$STUB_LOG"
+for target in $targets; do [ "$target" = "$STUB_FAIL" ] && exit 3; done
+exit 0
+"""
+TASKSET_STUB = """#!/bin/bash
+[ "$1" = "-c" ] || { echo "taskset stub: expected -c" >&2; exit 2; }
+STUB_CPUS="$2" exec "${@:3}"
+"""
+RECORD_STUB = """#!/bin/bash
+echo "$(basename "$0") $*" >> "$STUB_LOG"
+"""
+
+
+def _write(path: Path, text: str) -> None:
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+@pytest.fixture
+def stubs(tmp_path):
+    """A PATH whose make, taskset, chromium, apt-get and sudo record their calls in ``log``."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _write(bin_dir / "make", MAKE_STUB)
+    _write(bin_dir / "taskset", TASKSET_STUB)
+    for name in ("chromium", "apt-get", "sudo"):
+        _write(bin_dir / name, RECORD_STUB)
+    # Only what the scripts need besides the stubs: no real chromium, make or taskset is reachable.
+    for tool in ("bash", "dirname", "basename", "id", "env", "cat", "true"):
+        found = shutil.which(tool)
+        if found:
+            (bin_dir / tool).symlink_to(found)
+    log = tmp_path / "calls.log"
+    log.touch()
+    return bin_dir, log
+
+
+def _run(command: list[str], stubs, **env: str) -> tuple[int, list[str]]:
+    bin_dir, log = stubs
+    log.write_text("")
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60,
+                            env={"PATH": str(bin_dir), "HOME": os.environ.get("HOME", "/tmp"),
+                                 "STUB_LOG": str(log), **env})
+    return result.returncode, log.read_text().splitlines()
+
+
+def _make_calls(lines: list[str]) -> list[dict]:
+    calls = []
+    for line in lines:
+        match = re.fullmatch(r"targets=(.*) vars=(.*) cpus=(\S+) nudge=(\S+)", line)
+        if match:
+            calls.append({"targets": match[1].split(), "vars": match[2].split(), "cpus": match[3],
+                          "nudge": match[4]})
+    return calls
+
+
+def _checks(calls: list[dict]) -> set[tuple]:
+    """What the calls check, expanded to one entry per leg: (target, leg, cpus, nudge)."""
+    checks = set()
+    for call in calls:
+        variables = dict(v.split("=", 1) for v in call["vars"])
+        for target in call["targets"]:
+            if target == "test-library":
+                legs = ["test-library-oldest", "test-library-pinned"]
+                checks |= {(leg, "", call["cpus"], call["nudge"]) for leg in legs}
+            elif target == "test-versions":
+                legs = variables.get("VERSIONS", "").split() or LEGS
+                checks |= {(target, leg, call["cpus"], call["nudge"]) for leg in legs}
+            elif target.startswith("test-library-"):
+                checks.add((target, "", call["cpus"], call["nudge"]))
+            else:
+                checks.add((target, "", call["cpus"], call["nudge"]))
+    return checks
+
+
+def test_ci_builds_the_book_then_runs_make_test_and_the_stricter_checks(stubs):
+    code, lines = _run(["bash", ".ci/run"], stubs)
+    assert code == 0, lines
+    calls = _make_calls(lines)
+    targets = [call["targets"] for call in calls]
+    assert targets[:2] == [["book"], ["test"]], "the book is built first (make test checks it), then make test"
+    assert calls[1]["vars"] == [] and calls[1]["cpus"] == "all" and calls[1]["nudge"] == "0", \
+        "make test runs exactly as the README says, nothing weaker"
+    checks = _checks(calls)
+    assert ("test-notebooks", "", "0", "0") in checks, "strict nbval again, on one core"
+    assert ("test-notebooks", "", "all", "1") in checks, "strict nbval with every optimizer update nudged"
+    assert {("test-library-oldest", "", "all", "0"), ("test-library-pinned", "", "all", "0")} <= checks
+    assert {("test-versions", leg, "all", "0") for leg in LEGS} <= checks, "every pinned stack"
+    assert not any("apt-get" in line or "sudo" in line for line in lines), "chromium is there: nothing installed"
+
+
+def test_ci_stops_at_the_first_failing_step(stubs):
+    code, lines = _run(["bash", ".ci/run"], stubs, STUB_FAIL="test")
+    assert code != 0
+    assert [call["targets"] for call in _make_calls(lines)] == [["book"], ["test"]]
+
+
+def test_ci_installs_chromium_when_it_is_missing(stubs):
+    bin_dir, _ = stubs
+    (bin_dir / "chromium").unlink()
+    code, lines = _run(["bash", ".ci/run"], stubs)
+    assert code == 0
+    installs = [line for line in lines if line.startswith(("apt-get", "sudo"))]
+    assert any("install" in line and "chromium" in line for line in installs), lines
+
+
+def _workflow_steps():
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text())
+    for name, job in workflow["jobs"].items():
+        matrix = job.get("strategy", {}).get("matrix", {})
+        combos = [{}]
+        for key, values in matrix.items():
+            combos = [{**combo, key: value} for combo in combos for value in values]
+        for combo in combos:
+            for step in job.get("steps", []):
+                if "run" not in step:
+                    continue
+                script = re.sub(r"\$\{\{\s*matrix\.([\w-]+)\s*\}\}", lambda m: str(combo[m[1]]), step["run"])
+                assert "${{" not in script, f"job {name}: an expression the test cannot expand: {script}"
+                yield name, script
+
+
+def test_the_github_workflow_runs_the_same_checks_as_ci_run(stubs):
+    _, lines = _run(["bash", ".ci/run"], stubs)
+    local = _checks(_make_calls(lines))
+    remote = set()
+    for job, script in _workflow_steps():
+        code, lines = _run(["bash", "-e", "-c", script], stubs, GRADLAB_CHROMIUM="chromium")
+        assert code == 0, (job, script, lines)
+        remote |= _checks(_make_calls(lines))
+    assert remote == local, f"only in .ci/run: {local - remote}; only in the workflow: {remote - local}"
+
+
+def test_the_workflow_runs_on_push_pull_requests_and_weekly():
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text())
+    triggers = workflow[True] if True in workflow else workflow["on"]  # YAML 1.1 reads `on` as True
+    assert {"push", "pull_request", "schedule"} <= set(triggers)
+    cron = triggers["schedule"][0]["cron"].split()
+    assert len(cron) == 5 and cron[2] == "*" and cron[3] == "*" and cron[4] != "*", "weekly cron"
+
+
+def test_the_oldest_library_leg_installs_the_oldest_stack_as_pinned():
+    """`make test-library` tests the wheel on tf2.16.txt's TensorFlow, Keras and NumPy, then on the pin
+    (given TensorFlow alone, pip picked a newer Keras, and what breaks on Keras 3.3 went unnoticed)."""
+    pins = {line for line in (ROOT / "tools" / "versions" / "tf2.16.txt").read_text().splitlines()
+            if re.match(r"(tensorflow-cpu|keras|numpy)==", line)}
+    result = subprocess.run(["make", "--no-print-directory", "-s", "test-library", "GRADLAB_PLAN_ONLY=1"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    plans = [line.split(":", 1)[1].split() for line in result.stdout.splitlines() if line.startswith("plan:")]
+    assert len(plans) == 2, result.stdout
+    assert set(plans[0]) == pins
+    pinned = [r for r in plans[1] if r.startswith("tensorflow")]
+    assert pinned and pinned[0].split("==")[1] in (ROOT / "requirements.txt").read_text()
