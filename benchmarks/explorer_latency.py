@@ -5,7 +5,7 @@ Two measurements of ``gradlab.widgets.scale_explorer()`` (the other explorers co
 
 * **kernel**: the time of one update in this process, from ``slider.value = v`` to the new PNG
   in the ``Image`` widget (computation, drawing, encoding; no frontend attached);
-* **browser**: in JupyterLab driven by chromium (the harness of ``tests/test_browser.py``), the
+* **browser**: in JupyterLab driven by chromium (the harness of ``tests/project/test_browser.py``), the
   latency from a keyboard step on the focused slider (``keydown``, timed in the page) to the
   redrawn plot (the ``<img>``'s ``load`` event for the new PNG plus the next animation frame),
   over ``--steps`` steps (default 40: 20 to the left, then 20 back).
@@ -39,7 +39,7 @@ TARGETS = {"kernel median": 30.0, "browser median": 100.0, "browser p95": 250.0}
 
 
 def load_browser_harness():
-    """tests/test_browser.py as a module (its JupyterLab, chromium and explorer helpers)."""
+    """tests/project/test_browser.py as a module (its JupyterLab, chromium and explorer helpers)."""
     spec = importlib.util.spec_from_file_location("gradlab_browser_harness", ROOT / "tests" / "test_browser.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

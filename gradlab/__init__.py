@@ -16,7 +16,7 @@ The public API:
   gradient norms, computation graphs) and :mod:`gradlab.widgets` (explorers: sliders that redraw
   a modified gradient in place).
 
-Each module's ``__all__`` is the list; ``tests/test_public_api.py`` checks that this docstring, the
+Each module's ``__all__`` is the list; ``tests/library/test_public_api.py`` checks that this docstring, the
 README's table and ``docs/api.md`` name every entry.
 
 gradlab runs on TensorFlow 2.16 to 2.21 with Keras 3 and does not install TensorFlow itself: it uses

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 #: The supported TensorFlow releases: ``MIN <= (major, minor) < MAX``. pyproject.toml's extras
-#: declare the same range; tests/test_packaging.py checks that the two agree.
+#: declare the same range; tests/project/test_packaging.py checks that the two agree.
 MIN_TENSORFLOW = (2, 16)
 MAX_TENSORFLOW = (2, 22)
 

@@ -1,6 +1,6 @@
 """An explorer's model: parameter values in, the curves to draw out (private module).
 
-It imports neither ipywidgets nor matplotlib (``tests/test_explorer_model.py`` checks it without
+It imports neither ipywidgets nor matplotlib (``tests/library/test_explorer_model.py`` checks it without
 them): :mod:`gradlab.widgets` wraps it in widgets and draws its curves.
 
 ::

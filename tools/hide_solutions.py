@@ -4,7 +4,7 @@ A code cell tagged ``solution`` gets ``metadata.jupyter.source_hidden`` and
 ``metadata.jupyter.outputs_hidden`` set, so JupyterLab shows it collapsed until the learner clicks
 it; nbval still executes it. A collapsed cell still shows its *first line* as a placeholder, so a
 solution must start with a comment, not with the answer: ``# Solution to exercise N`` is added
-where it is missing. ``tests/test_project.py`` checks that every solution is stored so. The
+where it is missing. ``tests/project/test_project.py`` checks that every solution is stored so. The
 Colab-only install cell (tag ``colab``, the first code cell) is stored with its source collapsed.
 Usage: python tools/hide_solutions.py notebooks/NN_name.ipynb [...]
 """

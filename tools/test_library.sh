@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tf_req=${1:?usage: tools/test_library.sh TENSORFLOW_REQUIREMENT ["OTHER_REQUIREMENTS"]}
 other_reqs=${2:-}
-# GRADLAB_PLAN_ONLY=1: say what would be installed and stop (tests/test_ci.py checks the legs so).
+# GRADLAB_PLAN_ONLY=1: say what would be installed and stop (tests/project/test_ci.py checks the legs so).
 if [ -n "${GRADLAB_PLAN_ONLY:-}" ]; then
     echo "plan: $tf_req $other_reqs"
     exit 0
@@ -44,12 +44,9 @@ if [ "$before" != "$after" ]; then
     exit 1
 fi
 
-echo "== gradlab's unit tests against the installed wheel"
-# A copy of tests/ outside the checkout, so that `import gradlab` finds the installed wheel.
-mkdir "$work/run" && cp -r tests "$work/run/tests" && cp pyproject.toml "$work/run/"
+echo "== gradlab's library tests (tests/library) against the installed wheel, outside the checkout"
+# A copy of the folder outside the checkout, so that `import gradlab` finds the installed wheel.
+mkdir "$work/run" && cp -r tests/library "$work/run/tests" && cp pyproject.toml "$work/run/"
 cd "$work/run"
 "$py" -c 'import gradlab, sys; sys.exit(0 if "site-packages" in gradlab.__file__ else "not the wheel: " + gradlab.__file__)'
-"$py" -m pytest -q -p no:cacheprovider tests \
-    --ignore=tests/test_project.py --ignore=tests/test_browser.py --ignore=tests/test_packaging.py \
-    --ignore=tests/test_book.py --ignore=tests/test_workbook_setup.py --ignore=tests/test_nudge.py \
-    --ignore-glob='tests/test_exercises_*.py' --ignore-glob='tests/test_papers_*.py' -W ignore::DeprecationWarning
+"$py" -m pytest -q -p no:cacheprovider tests -W ignore::DeprecationWarning

@@ -6,5 +6,5 @@ verdict that says what to fix ("Not yet: ...") or "Correct! ...", and returns a 
 when the answer passes; not echoed under the cell). A check never raises on a wrong answer, so a
 learner's kernel and work are never lost to it. A solution cell calls ``check_exercise_N.confirm``,
 which says only that the solution passes. All checks run on one harness, ``exercises/_harness.py``;
-they are tested in ``tests/test_exercises_*.py``.
+they are tested in ``tests/workbook/test_exercises_*.py``.
 """

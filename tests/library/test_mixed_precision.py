@@ -23,7 +23,7 @@ import tensorflow as tf
 import gradlab
 from gradlab import layers
 
-from conftest import OP_NAMES, _op_cases
+from helpers import OP_NAMES, op_cases
 from test_modes import ApplyOp  # the minimal Keras layer around an op, shared with the mode matrix
 
 X = np.array([[0.3, -1.75, 2.2], [-0.4, 0.6, 1e-3]], np.float32)
@@ -128,7 +128,7 @@ def dot_loss(y_true, y_pred):
 
 
 def _op_subject(name):
-    case = _op_cases()[name]
+    case = op_cases()[name]
     homogeneous = name not in ("clip_gradient", "clip_gradient_norm", "map_gradient")
     return (lambda: ApplyOp(case.apply)), case.gradient, homogeneous
 

@@ -1,8 +1,8 @@
 """Every gradlab op and layer wherever a user trains: the Keras paths, and the layers in every mode.
 
-tests/test_ops.py already checks each op eagerly, in ``tf.function`` and with
+tests/library/test_ops.py already checks each op eagerly, in ``tf.function`` and with
 ``jit_compile=True``. Here each *subject* (the seven ops, each wrapped in a minimal Keras layer,
-and the four gradlab layers that wrap ops; the ReLU layers are in tests/test_relu_modes.py) runs
+and the four gradlab layers that wrap ops; the ReLU layers are in tests/library/test_relu_modes.py) runs
 through Keras' own execution paths:
 
 * ``model.fit`` / ``evaluate`` / ``predict`` with ``run_eagerly=True``, the default compiled
@@ -33,7 +33,7 @@ from hypothesis.extra import numpy as hnp
 import gradlab
 from gradlab import layers
 
-from conftest import OP_NAMES, _op_cases  # the op table shared with tests/test_ops.py
+from helpers import OP_NAMES, op_cases  # the op table shared with test_ops.py (helpers.py)
 
 #: Four samples, trained as two batches of two.
 X = np.array(
@@ -88,7 +88,7 @@ class Shift(keras.layers.Layer):
 
 
 def _op_subject(name: str) -> Subject:
-    case = _op_cases()[name]
+    case = op_cases()[name]
     forward = None if case.identity else case.apply
     return Subject(f"op:{name}", lambda: ApplyOp(case.apply), case.gradient, forward)
 
@@ -283,7 +283,7 @@ def test_keras_variable_parameter_changes_between_steps_of_one_fit(mode):
 
 
 # ------------------------------------------------------------------------------------------------
-# Property: the layers over random shapes and values (tests/test_properties.py covers the ops)
+# Property: the layers over random shapes and values (tests/library/test_properties.py covers the ops)
 # ------------------------------------------------------------------------------------------------
 
 _LAYER_SHAPES = hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=4)
@@ -310,7 +310,7 @@ def test_layers_forward_exact_and_gradient_as_defined(data, assert_bitwise):
 
 
 # ------------------------------------------------------------------------------------------------
-# Property: XLA agrees with eager (tests/test_properties.py leaves XLA out, since XLA compiles once
+# Property: XLA agrees with eager (tests/library/test_properties.py leaves XLA out, since XLA compiles once
 # per shape; a fixed shape with random values compiles once per op)
 # ------------------------------------------------------------------------------------------------
 

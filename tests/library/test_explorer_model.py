@@ -1,6 +1,6 @@
 """An explorer's model without widgets: parameter values in, curves out (gradlab/_explorer_model.py).
 
-tests/test_widgets.py drives whole explorers through their sliders; here the model alone, which
+tests/library/test_widgets.py drives whole explorers through their sliders; here the model alone, which
 needs neither ipywidgets nor matplotlib, and the computation core it shares with gradlab.plots.
 """
 from __future__ import annotations

@@ -26,7 +26,7 @@ from typing import Optional
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: The notebook to open: the workbook's first notebook, whose first explorer (scale_gradient's
 #: factor slider) is driven. Its folder is copied to a temporary directory, so the stored notebook

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LEGS = sorted(p.stem for p in (ROOT / "tools" / "versions").glob("*.txt"))
 
 MAKE_STUB = """#!/bin/bash

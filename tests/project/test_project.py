@@ -26,7 +26,7 @@ except ModuleNotFoundError:  # Python 3.10
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 BIN = Path(sys.executable).parent
 
@@ -172,7 +172,7 @@ def test_workflow_validates_against_the_github_schema(workflow):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-# What CI runs (the scripts run with their tools stubbed): tests/test_ci.py.
+# What CI runs (the scripts run with their tools stubbed): tests/project/test_ci.py.
 
 
 def test_readme_shows_the_two_commands_binder_conda_and_every_notebook():
@@ -252,7 +252,7 @@ def test_only_unstable_cells_escape_nbval(path):
 
     A cell that prints numbers from training is tagged `trained` and `nbval-ignore-output` (its
     digits differ from CPU to CPU; its asserts are still checked). CI's nudged nbval run
-    (tests/test_nudge.py) finds a trained number printed by a cell that is still compared.
+    (tests/workbook/test_nudge.py) finds a trained number printed by a cell that is still compared.
     """
     nb = json.loads(path.read_text())
     for index, cell in enumerate((c for c in nb["cells"] if c["cell_type"] == "code"), 1):
@@ -525,7 +525,7 @@ def test_exercise_checks_live_in_modules(path):
     assert uses, f"{path.name} imports no self-checks from notebooks/exercises/"
     for module in set(uses):
         assert (ROOT / "notebooks" / "exercises" / f"{module}.py").exists()
-        assert (ROOT / "tests" / f"test_exercises_{module}.py").exists(), f"exercises/{module}.py has no tests"
+        assert (ROOT / "tests" / "workbook" / f"test_exercises_{module}.py").exists(), f"exercises/{module}.py has no tests"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

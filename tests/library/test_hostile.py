@@ -27,7 +27,7 @@ from hypothesis.extra import numpy as hnp
 import gradlab
 from gradlab import layers
 
-from conftest import OP_NAMES, WIDTH, _op_cases
+from helpers import OP_NAMES, WIDTH, op_cases
 
 X = [1.0, -2.0]
 X64 = tf.constant([0.5, -1.0, 2.0], tf.float64)
@@ -511,7 +511,7 @@ def test_very_large_input_is_not_copied_by_identity_forward_ops():
     x = tf.random.uniform([LARGE])
     for name in ("map_gradient", "scale_gradient", "clip_gradient", "clip_gradient_norm",
                  "reverse_gradient"):
-        assert _address(_op_cases()[name].apply(x)) == _address(x), name
+        assert _address(op_cases()[name].apply(x)) == _address(x), name
     forward = tf.round(x)
     assert _address(gradlab.straight_through(forward, x)) == _address(forward)
 
@@ -534,7 +534,7 @@ def test_ops_add_a_constant_number_of_graph_nodes_whatever_the_size():
     base_medium, base_large = count(tf.identity, medium), count(tf.identity, LARGE)
     assert base_medium == base_large
     for name in OP_NAMES:
-        apply = _op_cases()[name].apply
+        apply = op_cases()[name].apply
         ops_medium, ops_large = count(apply, medium), count(apply, LARGE)
         assert ops_medium == ops_large, name
         assert ops_large - base_large <= 40, (name, ops_large - base_large)  # a handful, not O(n)

@@ -18,7 +18,7 @@ from packaging.specifiers import SpecifierSet
 import gradlab
 from gradlab import _compat
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # Every module of the package, subpackages included (e.g. "widgets/_view.py").
 MODULES = sorted(p.relative_to(ROOT / "gradlab").as_posix() for p in (ROOT / "gradlab").rglob("*.py")
                  if "__pycache__" not in p.parts)

@@ -29,7 +29,7 @@ import tensorflow as tf
 
 import gradlab
 
-from conftest import CLIP_MAX, CLIP_MIN, IDENTITY_OP_NAMES, MAX_NORM, REVERSE, SCALE, WIDTH
+from helpers import CLIP_MAX, CLIP_MIN, IDENTITY_OP_NAMES, MAX_NORM, REVERSE, SCALE, WIDTH
 
 X = np.array([0.3, -0.7, 1.2, -0.2])  # float64; no ties with the clip bounds or round's halves
 

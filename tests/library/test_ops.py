@@ -227,7 +227,7 @@ def test_variable_parameter_is_honoured_without_retracing(
 def test_variable_is_read_in_the_forward_pass():
     """Deliberately the value at the forward pass (issue 30), as TensorFlow's gradient of
     ``v * x`` uses it: reading the variable in the backward pass breaks inside tf.cond and
-    tf.while_loop (tests/test_variables_in_control_flow.py). Between steps it is read afresh
+    tf.while_loop (tests/library/test_variables_in_control_flow.py). Between steps it is read afresh
     (test_variable_parameter_is_honoured_without_retracing)."""
     factor = tf.Variable(2.0)
     x = tf.constant([1.0, -1.0])

@@ -21,7 +21,7 @@ import pytest
 
 from test_browser import free_port, launch_chromium, require_browser
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "build" / "book"
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 

@@ -40,7 +40,7 @@ import tensorflow as tf
 import gradlab
 from gradlab import layers
 
-from conftest import OP_NAMES, _op_cases
+from helpers import OP_NAMES, op_cases
 
 X = np.array([[0.3, -1.75, 2.2], [-0.4, 0.6, 1e-3]], np.float32)
 DY = np.array([[1.0, -2.0, 0.05], [3.0, -0.4, 0.25]], np.float32)
@@ -69,7 +69,7 @@ class OpLayer(keras.layers.Layer):
         self.op_name = op_name
 
     def call(self, inputs):
-        return _op_cases()[self.op_name].apply(inputs)
+        return op_cases()[self.op_name].apply(inputs)
 
     def compute_output_shape(self, input_shape):
         return input_shape
@@ -88,7 +88,7 @@ def test_keras_file_round_trip_of_every_op(tmp_path, assert_bitwise):
     kernel = loaded.get_layer("dense").kernel.numpy()
     for i, name in enumerate(OP_NAMES):
         assert type(loaded.get_layer(name)) is OpLayer
-        case = _op_cases()[name]
+        case = op_cases()[name]
         y, grad = tape_gradient(lambda x: loaded(x)[i])
         y0, grad0 = tape_gradient(lambda x: model(x)[i])
         assert_bitwise(y, y0)
@@ -112,7 +112,7 @@ class OpsModule(tf.Module):
         self.clip_max = tf.Variable(0.5)  # tracked: saved, and still read at gradient time
         self.k = 3.0  # a Python number read by a gradient function: baked in at save time
         for name in OP_NAMES:
-            apply = _op_cases()[name].apply
+            apply = op_cases()[name].apply
             setattr(self, name, tf.function(apply, input_signature=[SPEC]))
 
     @tf.function(input_signature=[SPEC])
@@ -222,7 +222,7 @@ def loaded_in_a_fresh_process(tmp_path_factory):
 @pytest.mark.slow
 def test_every_op_keeps_its_gradient_in_a_fresh_process(loaded_in_a_fresh_process, assert_bitwise):
     for name in OP_NAMES:
-        case = _op_cases()[name]
+        case = op_cases()[name]
         got = loaded_in_a_fresh_process[name]
         expected_y = X if case.identity else case.apply(tf.constant(X)).numpy()
         assert_bitwise(np.array(got["y"], np.float32), expected_y)

@@ -1,9 +1,10 @@
 """One source of truth for gradlab's public API: each module's ``__all__``.
 
-The README's API table, ``docs/api.md``, the package docstring and the subjects of the
-execution-mode matrix (``docs/execution_modes.md`` and its tests) are checked against the
-``__all__`` lists here, so that a public name added to a module and missing from one of them fails
-a test. Inside the package, private stays private: no module uses another module's ``_name``
+The package docstring and the subjects of the execution-mode tests are checked against the
+``__all__`` lists here (the README's API table, ``docs/api.md`` and the execution-mode matrix in
+``docs/execution_modes.md``, beside the package in the checkout only, in
+tests/project/test_api_docs.py), so that a public name added to a module and missing from one of
+them fails a test. Inside the package, private stays private: no module uses another module's ``_name``
 (helpers shared between modules have public names in a private module, e.g. ``_validation.describe``).
 """
 from __future__ import annotations
@@ -19,12 +20,8 @@ import pytest
 import gradlab
 from gradlab import layers, ops
 
-ROOT = Path(__file__).resolve().parents[1]
 #: The package as imported (the checkout, or the installed wheel under tools/test_library.sh).
 PACKAGE = Path(gradlab.__file__).resolve().parent
-#: The README and docs/ are beside the package in a checkout only.
-needs_docs = pytest.mark.skipif(not (ROOT / "README.md").exists() or not (ROOT / "docs").is_dir(),
-                                reason="the README and docs/ are not beside the tests (wheel test run)")
 #: The public submodules: loaded on first use by ``gradlab.__getattr__``.
 SUBMODULES = ("layers", "plots", "widgets")
 
@@ -53,28 +50,6 @@ def test_every_public_name_exists():
 # --- the lists of the public API -----------------------------------------------------------------
 
 
-@needs_docs
-def test_the_readme_table_names_every_public_name():
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## The package"):readme.index("## Where it works")]
-    table = "\n".join(line for line in section.splitlines() if line.startswith("| `"))
-    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", table))
-    missing = {module: sorted(set(names) - words) for module, names in public_names().items()}
-    assert not any(missing.values()), f"public names missing from the README's API table: {missing}"
-    for sub in SUBMODULES:
-        assert f"`gradlab.{sub}" in table, sub
-
-
-@needs_docs
-def test_the_api_page_documents_every_public_module():
-    page = (ROOT / "docs" / "api.md").read_text()
-    documented = re.findall(r"^\.\. automodule:: (\S+)$", page, flags=re.M)
-    assert documented == list(public_names()), documented
-    # autodoc's :members: documents exactly a module's __all__ when it has one.
-    for module in public_names():
-        assert hasattr(importlib.import_module(module), "__all__"), module
-
-
 def test_the_package_docstring_names_every_public_name():
     doc = gradlab.__doc__
     names = public_names()
@@ -82,24 +57,6 @@ def test_the_package_docstring_names_every_public_name():
     assert not missing, f"gradlab's docstring does not name {missing}"
     for sub in SUBMODULES:
         assert f":mod:`gradlab.{sub}`" in doc, sub
-
-
-def matrix_subjects() -> list[str]:
-    """The names of ops and layers in the execution-mode matrix: the first column of its tables."""
-    text = (ROOT / "docs" / "execution_modes.md").read_text()
-    matrix = text[text.index("## 1. The matrix"):text.index("## 2.")]
-    return re.findall(r"^\| `(\w+)` \|", matrix, flags=re.M)
-
-
-@needs_docs
-def test_the_execution_mode_matrix_has_every_op_and_layer():
-    expected = list(ops.__all__) + list(layers.__all__)
-    rows = matrix_subjects()
-    assert sorted(set(rows)) == sorted(expected), sorted(set(rows) ^ set(expected))
-    assert len(rows) == 2 * len(expected), "each subject has a row in both tables"
-    text = (ROOT / "docs" / "execution_modes.md").read_text()
-    subjects = text[text.index("Subjects:"):text.index("## 1. The matrix")]
-    assert all(f"`{name}`" in subjects for name in expected), subjects
 
 
 def test_the_execution_mode_tests_cover_every_op_and_layer():

@@ -182,7 +182,7 @@ def normal(*arrays: np.ndarray) -> np.ndarray:
 @given(data=st.data(), factor=FINITE_PARAMS)
 def test_scale_and_reverse_are_exact_products(dtype, data, factor):
     # The product is formed in float32 for float16 and bfloat16, then rounded once (issue 30); a
-    # factor that is neither 0 nor a normal number of that dtype is refused (tests/test_ops.py).
+    # factor that is neither 0 nor a normal number of that dtype is refused (tests/library/test_ops.py).
     compute = np.float64 if dtype == tf.float64 else np.float32
     assume(factor == 0 or abs(factor) >= float(np.finfo(compute).tiny))
     x_np, dy_np = data.draw(x_and_dy(dtype, finite=True), label="x, dy")

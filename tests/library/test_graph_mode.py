@@ -14,7 +14,7 @@ import tensorflow as tf
 
 import gradlab
 
-from conftest import OP_NAMES, _op_cases
+from helpers import OP_NAMES, op_cases
 
 X = [[0.3, -1.75, 2.5], [-0.0, 0.5, 1e-3]]
 DY = [[1.0, -2.0, 0.05], [3.0, -0.4, 0.25]]
@@ -30,7 +30,7 @@ def eager_stays_on():
 @pytest.mark.parametrize("name", OP_NAMES)
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
 def test_every_op_in_a_v1_graph_and_session(name, dtype, assert_bitwise, assert_close):
-    case = _op_cases()[name]
+    case = op_cases()[name]
     x_np, dy_np = np.array(X, dtype), np.array(DY, dtype)
     graph = tf.Graph()
     with graph.as_default():
@@ -69,7 +69,7 @@ def test_a_variable_parameter_is_read_at_each_session_run():
 
 
 def test_second_order_tf_gradients_and_hessians_in_a_graph():
-    """The higher-order semantics of tests/test_higher_order.py hold in a v1 graph too."""
+    """The higher-order semantics of tests/library/test_higher_order.py hold in a v1 graph too."""
     graph = tf.Graph()
     with graph.as_default():
         x = tf.compat.v1.placeholder(tf.float64, shape=[4])

@@ -2,7 +2,7 @@
 
 docs/execution_modes.md lists them beside the ops and the other layers. Each subject is a ReLU
 (forward ``relu(x)``, bitwise) whose gradient follows a rule: here the three spellings a user meets,
-each with another rule. tests/test_relu_gradient.py checks every rule eagerly, in ``tf.function``
+each with another rule. tests/library/test_relu_gradient.py checks every rule eagerly, in ``tf.function``
 and XLA for the layer and the ``.keras`` round trip of a copy; this file adds the columns of the
 matrix: Keras ``fit``/``predict``/``evaluate`` in every Keras path, the activation and the copy
 called directly in every mode, mixed precision, ``.keras`` files and a SavedModel (``model.export``)

@@ -1,6 +1,6 @@
 """Kernel-level tests of gradlab.widgets: drive the explorers from Python, read back what they plot.
 
-No browser here (tests/test_browser.py has one): setting ``explorer.sliders[name].value`` runs the
+No browser here (tests/project/test_browser.py has one): setting ``explorer.sliders[name].value`` runs the
 same observers a slider move in the browser runs, and ``explorer.data()``, ``explorer.lines`` and
 ``explorer.image`` are what is on screen. The gradients are compared *exactly* (bitwise) with a
 direct ``tf.GradientTape`` computation of the gradlab op.

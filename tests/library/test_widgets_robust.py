@@ -1,6 +1,6 @@
 """The explorers survive extreme slider values and hundreds of rapid changes, with nothing piling up.
 
-tests/test_widgets.py checks that each setting plots the right curves. Here the question is
+tests/library/test_widgets.py checks that each setting plots the right curves. Here the question is
 robustness: a learner drags a slider to its ends, puts both handles of a range slider on one
 value, sets a factor of 0, or a notebook cell sets values in a tight loop. For every explorer:
 
