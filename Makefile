@@ -99,11 +99,9 @@ test-versions: install
 NB ?= $(sort $(wildcard notebooks/*.ipynb))
 execute: install
 	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.record_timing=False $(NB)
-	@# Drop the stored widget state: every widget output carries its own fallback, a static picture
-	@# follows it, and the state (PNG bytes of every explorer) would only bloat the file.
-	$(PY) tools/strip_widget_state.py $(NB)
-	@# Exercise solutions (cells tagged `solution`) are stored collapsed: source and output hidden.
-	$(PY) tools/hide_solutions.py $(NB)
+	@# Store them the workbook's way (tools/nbfmt.py): no widget state, solutions and the Colab cell in
+	@# Colab's form view and collapsed in JupyterLab, and exactly what JupyterLab writes when it saves.
+	$(PY) tools/nbfmt.py $(NB)
 
 # Benchmarks are never part of the test suite. BENCH_ARGS='--quick' gives a shorter run.
 BENCH_ARGS ?=
