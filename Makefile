@@ -55,9 +55,12 @@ install: $(STAMP)
 lab: install
 	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
 
-# ruff over the package, tests, benchmarks, tools and notebooks (rules in pyproject.toml).
+# ruff over the package, tests, benchmarks, tools and notebooks (rules in pyproject.toml), then the
+# notebook rules (tools/nblint.py; --stats for the size table) and the storage check (tools/nbfmt.py).
 lint: install
 	$(VENV)/bin/ruff check gradlab tests benchmarks tools notebooks
+	$(PY) tools/nblint.py
+	$(PY) tools/nbfmt.py --check
 
 # pytest-xdist runs test files and notebooks side by side. loadscope keeps
 # each notebook's cells (one kernel) and each test module or class together on one worker.

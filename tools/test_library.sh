@@ -47,5 +47,5 @@ cd "$work/run"
 "$py" -m pytest -q -p no:cacheprovider tests \
     --ignore=tests/test_project.py --ignore=tests/test_browser.py --ignore=tests/test_packaging.py \
     --ignore=tests/test_book.py --ignore=tests/test_workbook_setup.py --ignore=tests/test_nudge.py \
-    --ignore=tests/test_nbfmt.py \
+    --ignore=tests/test_nblint.py --ignore=tests/test_nbfmt.py \
     --ignore-glob='tests/test_exercises_*.py' --ignore-glob='tests/test_papers_*.py' -W ignore::DeprecationWarning
