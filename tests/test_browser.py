@@ -1,4 +1,5 @@
-"""A real browser moves an explorer's slider in JupyterLab and sees the plot redrawn in place.
+"""A real browser moves an explorer's slider in JupyterLab and sees the plot redrawn in place, finds a
+solution collapsed, and opens and saves every notebook without changing a byte of a learner's clone.
 
 Runs Debian's chromium (``apt-get install chromium``; the binary is ``/usr/bin/chromium``) through
 pip's playwright against a JupyterLab started here on 127.0.0.1 with a token. Under CI (the ``CI``
@@ -300,7 +301,7 @@ def test_a_solution_stays_hidden_until_the_learner_expands_it(request):
     server, notebook = request.getfixturevalue("lab")
     index, source = first_solution(Path(server.root) / notebook)
     # The longest line of the answer's code (JupyterLab shows a collapsed cell's first line, which
-    # is a '# Solution ...' comment).
+    # is its title: '# @title Solution to exercise 1', tools/nbfmt.py).
     code = [line.strip() for line in source.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     answer = max(code, key=len)
     with sync_playwright() as playwright:
@@ -322,7 +323,7 @@ def test_a_solution_stays_hidden_until_the_learner_expands_it(request):
             cell.scroll_into_view_if_needed(timeout=30_000)
             input_placeholder = cell.locator(".jp-InputPlaceholder")
             input_placeholder.wait_for(state="visible", timeout=30_000)
-            assert input_placeholder.inner_text().strip().startswith("# Solution")
+            assert input_placeholder.inner_text().strip().startswith("# @title Solution to exercise 1")
             assert not cell.locator(".jp-InputArea-editor").is_visible()
             assert not cell.locator(".jp-OutputArea").is_visible()
             assert answer not in cell.inner_text(), "the answer is on screen"
@@ -341,3 +342,106 @@ def test_a_solution_stays_hidden_until_the_learner_expands_it(request):
             assert "Correct" in output.inner_text(), "the stored solution output is not the check's verdict"
         finally:
             browser.close()
+
+
+# --- a learner's clone stays clean (issue 32.4) -----------------------------------------------------
+
+#: The notebook's kernel has started and is idle (the indicator says idle before a kernel exists too).
+KERNEL_READY = """() => {
+    const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+    const name = panel?.querySelector('.jp-Toolbar-kernelName')?.textContent;
+    const status = panel?.querySelector('.jp-Notebook-ExecutionIndicator')?.dataset.status;
+    return !!name && name !== 'No Kernel' && status === 'idle';
+}"""
+DIRTY_TAB = ".lm-TabBar-tab.jp-mod-current.jp-mod-dirty"
+
+
+def open_save_close(page, lab: JupyterLab, notebook: str, timeout_ms: int = 90_000) -> bool:
+    """Opens the notebook as a learner does (its kernel starts; nothing runs), saves it with Ctrl+S,
+    closes its tab and shuts its kernel down. Returns whether JupyterLab marked it modified on opening
+    (then its autosave would write it two minutes later)."""
+    saved = lab.api(f"/api/contents/{notebook}?content=0")["last_modified"]
+    page.goto(lab.url(notebook) + "&reset")  # a fresh workspace: only this notebook opens
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=timeout_ms)
+    page.wait_for_function(KERNEL_READY, timeout=timeout_ms)
+    # The kernel's spec and language_info reach the notebook's metadata just after the kernel is idle.
+    page.wait_for_timeout(1000)
+    dirty = page.locator(DIRTY_TAB).count() > 0
+    page.locator(".jp-NotebookPanel .jp-Cell .jp-InputPrompt").first.click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("Control+s")
+    deadline = time.monotonic() + timeout_ms / 1000
+    while lab.api(f"/api/contents/{notebook}?content=0")["last_modified"] == saved:  # the server wrote it
+        assert time.monotonic() < deadline, f"{notebook} was not saved"
+        time.sleep(0.1)
+    page.wait_for_selector(DIRTY_TAB, state="detached", timeout=timeout_ms)
+    run_command(page, "File", "application:close")  # a modified notebook would ask first, and time out here
+    page.wait_for_selector(".jp-NotebookPanel", state="detached", timeout=timeout_ms)
+    for session in lab.api("/api/sessions") or []:
+        lab.api(f"/api/sessions/{session['id']}", method="DELETE")
+    return dirty
+
+
+def store_as_this_machine_would(path: Path) -> None:
+    """Formats a copied notebook (tools/nbfmt.py) with the language_info of this machine's kernel, as
+    `make execute` here would store it: JupyterLab rewrites language_info (the Python version) from
+    the kernel, so only a Python of the stored version keeps a clone clean."""
+    import nbformat
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import nbfmt
+
+    notebook = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
+    notebook.metadata.setdefault("language_info", {})["version"] = sys.version.split()[0]
+    nbfmt.format_notebook(notebook)
+    path.write_text(nbfmt.serialise(notebook), encoding="utf-8")
+
+
+def ignored_by_git(relative: Path) -> bool:
+    """Whether the repository's .gitignore ignores notebooks/<relative> (the file need not exist)."""
+    check = subprocess.run(["git", "check-ignore", "-q", "--no-index", f"notebooks/{relative.as_posix()}"], cwd=ROOT)
+    return check.returncode == 0
+
+
+@pytest.mark.browser
+def test_opening_and_saving_every_notebook_leaves_a_learners_clone_clean(request):
+    """A learner opens each notebook in JupyterLab and saves it without editing: every file stays
+    byte for byte what tools/nbfmt.py stored, and JupyterLab marks none modified (its autosave would
+    write it). Only files that .gitignore ignores (.ipynb_checkpoints/) appear. A control notebook
+    stored without nbfmt's JupyterLab conventions (kernel display name, `collapsed`) must change, and
+    into exactly what nbfmt writes: the check sees a real save, and nbfmt stores what JupyterLab does."""
+    require_browser()
+    from playwright.sync_api import sync_playwright
+
+    server, _ = request.getfixturevalue("lab")
+    clone = Path(server.root) / "clean-clone"
+    shutil.copytree(ROOT / "notebooks", clone, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    notebooks = sorted(p.name for p in clone.glob("*.ipynb"))
+    for name in notebooks:
+        store_as_this_machine_would(clone / name)
+    control = clone / "zz_control_unformatted.ipynb"
+    data = json.loads((clone / notebooks[0]).read_text(encoding="utf-8"))
+    data["metadata"]["kernelspec"]["display_name"] = "Python 3"
+    for cell in data["cells"]:
+        cell["metadata"].pop("collapsed", None)
+    control.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    expected_control = (clone / notebooks[0]).read_bytes()
+    before = {p.relative_to(clone): p.read_bytes() for p in clone.rglob("*") if p.is_file()}
+
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            dirty = [name for name in [*notebooks, control.name]
+                     if open_save_close(page, server, f"clean-clone/{name}")]
+        finally:
+            browser.close()
+
+    after = {p.relative_to(clone): p.read_bytes() for p in clone.rglob("*") if p.is_file()}
+    changed = sorted(str(p) for p in before if after.get(p) != before[p])
+    assert control.read_bytes() == expected_control, "JupyterLab saved the control differently from nbfmt"
+    assert dirty == [control.name], f"JupyterLab marks these modified on opening: {dirty}"
+    assert changed == [control.name], f"opening and saving changed {changed}: run python tools/nbfmt.py on them"
+    new = sorted(p for p in after if p not in before)
+    assert new, "JupyterLab wrote no checkpoints: were the notebooks saved?"
+    assert all(ignored_by_git(p) for p in new), [str(p) for p in new if not ignored_by_git(p)]
