@@ -55,9 +55,12 @@ install: $(STAMP)
 lab: install
 	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
 
-# ruff over the package, tests, benchmarks, tools and notebooks (rules in pyproject.toml).
+# ruff over the package, tests, benchmarks, tools and notebooks (rules in pyproject.toml), then the
+# notebook rules (tools/nblint.py; --stats for the size table) and the storage check (tools/nbfmt.py).
 lint: install
 	$(VENV)/bin/ruff check gradlab tests benchmarks tools notebooks
+	$(PY) tools/nblint.py
+	$(PY) tools/nbfmt.py --check
 
 # pytest-xdist runs test files and notebooks side by side. loadscope keeps
 # each notebook's cells (one kernel) and each test module or class together on one worker.
@@ -99,11 +102,9 @@ test-versions: install
 NB ?= $(sort $(wildcard notebooks/*.ipynb))
 execute: install
 	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.record_timing=False $(NB)
-	@# Drop the stored widget state: every widget output carries its own fallback, a static picture
-	@# follows it, and the state (PNG bytes of every explorer) would only bloat the file.
-	$(PY) tools/strip_widget_state.py $(NB)
-	@# Exercise solutions (cells tagged `solution`) are stored collapsed: source and output hidden.
-	$(PY) tools/hide_solutions.py $(NB)
+	@# Store them the workbook's way (tools/nbfmt.py): no widget state, solutions and the Colab cell in
+	@# Colab's form view and collapsed in JupyterLab, and exactly what JupyterLab writes when it saves.
+	$(PY) tools/nbfmt.py $(NB)
 
 # Benchmarks are never part of the test suite. BENCH_ARGS='--quick' gives a shorter run.
 BENCH_ARGS ?=

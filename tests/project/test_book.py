@@ -143,7 +143,7 @@ def test_a_notebook_page_renders_maths_an_image_a_collapsed_solution_and_navigat
             code = solution.locator(".cell_input pre").first
             assert not code.is_visible(), "a solution must be collapsed until the reader opens it"
             solution.locator("summary").first.click()
-            assert code.is_visible() and "# Solution" in code.inner_text()
+            assert code.is_visible() and "Solution to exercise" in code.inner_text()
             page.locator("a.right-next").first.click()
             page.wait_for_url(re.compile(r"/notebooks/01_custom_gradient\.html"))
             assert page.locator("h1").first.inner_text().startswith("01")

@@ -1,4 +1,5 @@
-"""A real browser moves an explorer's slider in JupyterLab and sees the plot redrawn in place.
+"""A real browser moves an explorer's slider in JupyterLab and sees the plot redrawn in place, finds a
+solution collapsed, and opens and saves every notebook without changing a byte of a learner's clone.
 
 Runs Debian's chromium (``apt-get install chromium``; the binary is ``/usr/bin/chromium``) through
 pip's playwright against a JupyterLab started here on 127.0.0.1 with a token. Under CI (the ``CI``
@@ -276,8 +277,41 @@ def test_keyboard_slider_step_redraws_the_plot_in_place(request):
             # No pop-up asked the learner about Jupyter news (jupyter/overrides.json, installed by
             # make and by Binder's postBuild); by now JupyterLab would have shown it.
             assert page.get_by_text("official Jupyter news").count() == 0
+
+            # After Run All, JupyterLab shows what each solution printed: never its exercise's answer.
+            for index in solution_indices(Path(server.root) / notebook):
+                solution = walk_to_cell(page, index)
+                shown = solution.inner_text()
+                assert "Correct" not in shown and "dL/dx =" not in shown, f"cell {index} shows its answer: {shown}"
+                output = solution.locator(".jp-OutputArea")
+                if output.is_visible():
+                    assert "This solution passes check_exercise_" in output.inner_text()
         finally:
             browser.close()
+
+
+def walk_to_cell(page, index: int):
+    """Scrolls to cell ``index`` as a learner does and returns its locator.
+
+    JupyterLab renders only the cells near the viewport: walk down with the arrow key to the cell
+    above it (command mode skips cells whose input is hidden), then bring it into view.
+    """
+    page.locator(".jp-NotebookPanel .jp-Cell .jp-InputPrompt").first.click()
+    page.keyboard.press("Escape")
+    active = """() => Number(document.querySelector('.jp-NotebookPanel .jp-Cell.jp-mod-active')
+                                ?.getAttribute('data-windowed-list-index'))"""
+    while (position := page.evaluate(active)) < index - 1:
+        page.keyboard.press("ArrowDown")
+        page.wait_for_function(f"() => ({active})() !== {position}", timeout=10_000)
+    cell = page.locator(f".jp-NotebookPanel .jp-Cell[data-windowed-list-index='{index}']")
+    cell.scroll_into_view_if_needed(timeout=30_000)
+    return cell
+
+
+def solution_indices(path: Path) -> list[int]:
+    """Indices (among all cells) of the code cells tagged ``solution``."""
+    cells = json.loads(path.read_text())["cells"]
+    return [i for i, c in enumerate(cells) if c["cell_type"] == "code" and "solution" in c["metadata"].get("tags", [])]
 
 
 def first_solution(path: Path) -> tuple[int, str]:
@@ -292,7 +326,7 @@ def first_solution(path: Path) -> tuple[int, str]:
 @pytest.mark.browser
 def test_a_solution_stays_hidden_until_the_learner_expands_it(request):
     """Opened in JupyterLab, an exercise's solution shows neither its code nor its output; one click
-    on each placeholder reveals them. The stored output is the executed check's verdict, which
+    on each placeholder reveals them. The stored output says only that the solution passes its check, which
     strict nbval re-computes, so the hidden cell is still run by CI."""
     require_browser()
     from playwright.sync_api import sync_playwright
@@ -300,7 +334,7 @@ def test_a_solution_stays_hidden_until_the_learner_expands_it(request):
     server, notebook = request.getfixturevalue("lab")
     index, source = first_solution(Path(server.root) / notebook)
     # The longest line of the answer's code (JupyterLab shows a collapsed cell's first line, which
-    # is a '# Solution ...' comment).
+    # is its title: '# @title Solution to exercise 1', tools/nbfmt.py).
     code = [line.strip() for line in source.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     answer = max(code, key=len)
     with sync_playwright() as playwright:
@@ -309,20 +343,10 @@ def test_a_solution_stays_hidden_until_the_learner_expands_it(request):
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(server.url(notebook))
             page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
-            # JupyterLab renders only the cells near the viewport: walk down, as a learner scrolls,
-            # to the cell above the solution (command mode skips cells whose input is hidden).
-            page.locator(".jp-NotebookPanel .jp-Cell .jp-InputPrompt").first.click()
-            page.keyboard.press("Escape")
-            active = """() => Number(document.querySelector('.jp-NotebookPanel .jp-Cell.jp-mod-active')
-                                        ?.getAttribute('data-windowed-list-index'))"""
-            while (position := page.evaluate(active)) < index - 1:
-                page.keyboard.press("ArrowDown")
-                page.wait_for_function(f"() => ({active})() !== {position}", timeout=10_000)
-            cell = page.locator(f".jp-NotebookPanel .jp-Cell[data-windowed-list-index='{index}']")
-            cell.scroll_into_view_if_needed(timeout=30_000)
+            cell = walk_to_cell(page, index)
             input_placeholder = cell.locator(".jp-InputPlaceholder")
             input_placeholder.wait_for(state="visible", timeout=30_000)
-            assert input_placeholder.inner_text().strip().startswith("# Solution")
+            assert input_placeholder.inner_text().strip().startswith("# @title Solution to exercise 1")
             assert not cell.locator(".jp-InputArea-editor").is_visible()
             assert not cell.locator(".jp-OutputArea").is_visible()
             assert answer not in cell.inner_text(), "the answer is on screen"
@@ -335,9 +359,113 @@ def test_a_solution_stays_hidden_until_the_learner_expands_it(request):
             output_placeholder = cell.locator(".jp-OutputPlaceholder")
             output_placeholder.wait_for(state="visible", timeout=30_000)
             assert not cell.locator(".jp-OutputArea").is_visible()
-            output_placeholder.click()  # and, one more click, the stored verdict of its check
+            output_placeholder.click()  # and, one more click, what it printed: that it passes its check
             output = cell.locator(".jp-OutputArea")
             output.wait_for(state="visible", timeout=30_000)
-            assert "Correct" in output.inner_text(), "the stored solution output is not the check's verdict"
+            assert output.inner_text().strip() == "This solution passes check_exercise_1.", (
+                "the stored solution output must say only that the solution passes")
         finally:
             browser.close()
+
+
+# --- a learner's clone stays clean (issue 32.4) -----------------------------------------------------
+
+#: The notebook's kernel has started and is idle (the indicator says idle before a kernel exists too).
+KERNEL_READY = """() => {
+    const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+    const name = panel?.querySelector('.jp-Toolbar-kernelName')?.textContent;
+    const status = panel?.querySelector('.jp-Notebook-ExecutionIndicator')?.dataset.status;
+    return !!name && name !== 'No Kernel' && status === 'idle';
+}"""
+DIRTY_TAB = ".lm-TabBar-tab.jp-mod-current.jp-mod-dirty"
+
+
+def open_save_close(page, lab: JupyterLab, notebook: str, timeout_ms: int = 90_000) -> bool:
+    """Opens the notebook as a learner does (its kernel starts; nothing runs), saves it with Ctrl+S,
+    closes its tab and shuts its kernel down. Returns whether JupyterLab marked it modified on opening
+    (then its autosave would write it two minutes later)."""
+    saved = lab.api(f"/api/contents/{notebook}?content=0")["last_modified"]
+    page.goto(lab.url(notebook) + "&reset")  # a fresh workspace: only this notebook opens
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=timeout_ms)
+    page.wait_for_function(KERNEL_READY, timeout=timeout_ms)
+    # The kernel's spec and language_info reach the notebook's metadata just after the kernel is idle.
+    page.wait_for_timeout(1000)
+    dirty = page.locator(DIRTY_TAB).count() > 0
+    page.locator(".jp-NotebookPanel .jp-Cell .jp-InputPrompt").first.click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("Control+s")
+    deadline = time.monotonic() + timeout_ms / 1000
+    while lab.api(f"/api/contents/{notebook}?content=0")["last_modified"] == saved:  # the server wrote it
+        assert time.monotonic() < deadline, f"{notebook} was not saved"
+        time.sleep(0.1)
+    page.wait_for_selector(DIRTY_TAB, state="detached", timeout=timeout_ms)
+    run_command(page, "File", "application:close")  # a modified notebook would ask first, and time out here
+    page.wait_for_selector(".jp-NotebookPanel", state="detached", timeout=timeout_ms)
+    for session in lab.api("/api/sessions") or []:
+        lab.api(f"/api/sessions/{session['id']}", method="DELETE")
+    return dirty
+
+
+def store_as_this_machine_would(path: Path) -> None:
+    """Formats a copied notebook (tools/nbfmt.py) with the language_info of this machine's kernel, as
+    `make execute` here would store it: JupyterLab rewrites language_info (the Python version) from
+    the kernel, so only a Python of the stored version keeps a clone clean."""
+    import nbformat
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import nbfmt
+
+    notebook = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
+    notebook.metadata.setdefault("language_info", {})["version"] = sys.version.split()[0]
+    nbfmt.format_notebook(notebook)
+    path.write_text(nbfmt.serialise(notebook), encoding="utf-8")
+
+
+def ignored_by_git(relative: Path) -> bool:
+    """Whether the repository's .gitignore ignores notebooks/<relative> (the file need not exist)."""
+    check = subprocess.run(["git", "check-ignore", "-q", "--no-index", f"notebooks/{relative.as_posix()}"], cwd=ROOT)
+    return check.returncode == 0
+
+
+@pytest.mark.browser
+def test_opening_and_saving_every_notebook_leaves_a_learners_clone_clean(request):
+    """A learner opens each notebook in JupyterLab and saves it without editing: every file stays
+    byte for byte what tools/nbfmt.py stored, and JupyterLab marks none modified (its autosave would
+    write it). Only files that .gitignore ignores (.ipynb_checkpoints/) appear. A control notebook
+    stored without nbfmt's JupyterLab conventions (kernel display name, `collapsed`) must change, and
+    into exactly what nbfmt writes: the check sees a real save, and nbfmt stores what JupyterLab does."""
+    require_browser()
+    from playwright.sync_api import sync_playwright
+
+    server, _ = request.getfixturevalue("lab")
+    clone = Path(server.root) / "clean-clone"
+    shutil.copytree(ROOT / "notebooks", clone, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    notebooks = sorted(p.name for p in clone.glob("*.ipynb"))
+    for name in notebooks:
+        store_as_this_machine_would(clone / name)
+    control = clone / "zz_control_unformatted.ipynb"
+    data = json.loads((clone / notebooks[0]).read_text(encoding="utf-8"))
+    data["metadata"]["kernelspec"]["display_name"] = "Python 3"
+    for cell in data["cells"]:
+        cell["metadata"].pop("collapsed", None)
+    control.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    expected_control = (clone / notebooks[0]).read_bytes()
+    before = {p.relative_to(clone): p.read_bytes() for p in clone.rglob("*") if p.is_file()}
+
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            dirty = [name for name in [*notebooks, control.name]
+                     if open_save_close(page, server, f"clean-clone/{name}")]
+        finally:
+            browser.close()
+
+    after = {p.relative_to(clone): p.read_bytes() for p in clone.rglob("*") if p.is_file()}
+    changed = sorted(str(p) for p in before if after.get(p) != before[p])
+    assert control.read_bytes() == expected_control, "JupyterLab saved the control differently from nbfmt"
+    assert dirty == [control.name], f"JupyterLab marks these modified on opening: {dirty}"
+    assert changed == [control.name], f"opening and saving changed {changed}: run python tools/nbfmt.py on them"
+    new = sorted(p for p in after if p not in before)
+    assert new, "JupyterLab wrote no checkpoints: were the notebooks saved?"
+    assert all(ignored_by_git(p) for p in new), [str(p) for p in new if not ignored_by_git(p)]
