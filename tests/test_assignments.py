@@ -73,6 +73,62 @@ def test_every_exercise_becomes_a_question_with_a_prompt_a_solution_and_a_test(p
     assert all(c.outputs == [] for c in master.cells if c.cell_type == "code")
 
 
+def _notebook(tmp_path, exercise_1: str, solution_1: str) -> Path:
+    """A two-exercise notebook in the workbook's conventions (exercise 1 as given, exercise 2 plain)."""
+    def code(source, tag):
+        cell = nbformat.v4.new_code_cell(source)
+        cell.metadata["tags"] = [tag]
+        return cell
+    cells = [nbformat.v4.new_markdown_cell("# 99 · A test\n\n## Exercises\n\n### Exercise 1 · One\n\nDo one."),
+             code(exercise_1, "exercise"),
+             nbformat.v4.new_markdown_cell("**Solution** (click to expand the hidden cell below)."),
+             code(solution_1, "solution"),
+             nbformat.v4.new_markdown_cell("**Exercise 2 · Two.** Predict a number."),
+             code("answer = None\n\ncheck_exercise_2(answer)\n", "exercise"),
+             code("# Solution to exercise 2\nanswer_solution = 2.0\n\ncheck_exercise_2.confirm(answer_solution)\n", "solution")]
+    path = tmp_path / "99_test.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+    return path
+
+
+def test_a_colab_form_title_a_solution_class_and_given_code_convert(tmp_path):
+    exercise = ("from exercises.test import check_exercise_1, check_exercise_2\n\n\n"
+                "def given(x):\n    return x\n\n\n"
+                "def build(x):\n    return given(x)        # change this\n\n"
+                "check_exercise_1(build, data[:2])\n")
+    solution = ("# @title Solution to exercise 1\n"
+                "class ScaleSolution:\n    pass\n\n\n"
+                "def build_solution(x):\n    return ScaleSolution(), given(x)\n\n"
+                "check_exercise_1.confirm(build_solution, data[:2])\n")
+    _, found = edition.read_questions(_notebook(tmp_path, exercise, solution))
+    first, second = (q for *_, q in found)
+    assert first.head.endswith("def given(x):\n    return x\n\n\n") and first.starter.startswith("def build(x):")
+    assert first.tail == "check_exercise_1(build, data[:2])\n" and first.answer(first.starter) == exercise
+    assert first.solution == ("# Solution to exercise 1\nclass Scale:\n    pass\n\n\n"
+                              "def build(x):\n    return Scale(), given(x)\n")
+    assert first.params == ["build", "data"] and first.module == second.module == "exercises.test"
+    assert second.prompt == ["**Exercise 2 · Two.** Predict a number."] and second.solution.endswith("answer = 2.0\n")
+    assert "from exercises.test import check_exercise_2" in second.test()
+
+
+@pytest.mark.parametrize("exercise, solution, message", [
+    ("def build(x):\n    return x\n\nGIVEN = 1\n\n\ndef other(x):\n    return x\n\ncheck_exercise_1(build)\n",
+     "# Solution to exercise 1\ndef build_solution(x):\n    return 2 * x\n\n\ndef other_solution(x):\n    return x\n\n"
+     "check_exercise_1.confirm(build_solution)\n", "move it above them"),
+    ("def build(x):\n    return x\n\ncheck_exercise_1(build)\n",
+     "# Solution to exercise 1\ndef build_solution(x):\n    return 2 * x\n", "must end with check_exercise_1.confirm"),
+    ("def build(x):\n    return x\n\ncheck_exercise_1(build)\n",
+     "def build_solution(x):\n    return 2 * x\n\ncheck_exercise_1.confirm(build_solution)\n", "starts with '# Solution"),
+    ("def build(x):\n    return x\n\ncheck_exercise_1(build)\n",
+     "# Solution to exercise 1\ndef rebuilt_solution(x):\n    return 2 * x\n\ncheck_exercise_1.confirm(rebuilt_solution)\n",
+     "defines none of the names"),
+])
+def test_an_exercise_that_cannot_be_converted_says_what_to_change(tmp_path, exercise, solution, message):
+    exercise = "from exercises.test import check_exercise_1, check_exercise_2\n\n" + exercise
+    with pytest.raises(edition.ConventionError, match=re.escape(message)):
+        edition.read_questions(_notebook(tmp_path, exercise, solution))
+
+
 def test_the_grading_tool_is_pinned_and_installed_constrained_by_the_workbook_pins():
     pins = [line for line in edition.TOOL_REQUIREMENTS.read_text().splitlines() if line and not line.startswith("#")]
     assert pins == [f"otter-grader=={edition.otter_version()}"]

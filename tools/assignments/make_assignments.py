@@ -244,7 +244,7 @@ def read_questions(path: Path) -> tuple[nbformat.NotebookNode, list[tuple[int, i
     if not exercises:
         raise ConventionError(f"{path.name}: no code cell tagged 'exercise'")
     module = None
-    found, floor = [], 0
+    found, floor = [], -1
     for position, exercise in enumerate(exercises):
         limit = exercises[position + 1] if position + 1 < len(exercises) else len(cells)
         solutions = [i for i in range(exercise + 1, limit) if cells[i].cell_type == "code" and "solution" in _tags(cells[i])]
