@@ -21,7 +21,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # JupyterLab refuses to run as root unless told to.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab lint test test-notebooks test-library test-library-oldest test-library-pinned test-versions install execute book bench bench-explorer clean help
+.PHONY: lab lint test test-notebooks test-library test-library-oldest test-library-pinned test-versions install execute book assignments test-assignments bench bench-explorer clean help
 
 help:
 	@echo "make lab    - install (once) and start JupyterLab on notebooks/ at 127.0.0.1"
@@ -30,6 +30,8 @@ help:
 	@echo "make test-versions [VERSIONS='tf2.16 tf2.19-colab'] - every notebook (nbval-lax) on each stack in tools/versions/, incl. a Colab emulation"
 	@echo "make execute [NB=notebooks/NN_name.ipynb] - re-run notebooks in place (maintainers)"
 	@echo "make book   - build the static site (build/book/index.html) from the notebooks as stored, with the API reference"
+	@echo "make assignments - the instructor edition in build/assignments/: every notebook as an otter-grader assignment"
+	@echo "make test-assignments - generate it, check its structure and grade a sample with otter run (no Docker)"
 	@echo "make bench  - what each technique costs: training-step ratios to a baseline, import cost, notebook times"
 	@echo "make bench-explorer - slider-to-redraw latency of the explorers, in the kernel and in a real browser"
 	@echo "make clean  - remove .venv and caches"
@@ -117,6 +119,25 @@ $(BOOK_STAMP): docs/requirements.txt $(STAMP)
 
 book: $(BOOK_STAMP)
 	$(PY) tools/build_book.py
+
+# The instructor edition (docs/instructors.md): every notebook as an otter-grader assignment, generated from
+# its exercise cells and self-checks into build/assignments/ (tools/assignments/make_assignments.py).
+# otter-grader is pinned in tools/assignments/requirements.txt and installed once into .venv,
+# constrained by the workbook's pins. ASSIGN_ARGS='--run-tests' also runs every solutions notebook.
+ASSIGN_STAMP := $(VENV)/.gradlab-assignments-installed
+ASSIGN_ARGS ?=
+$(ASSIGN_STAMP): tools/assignments/requirements.txt $(STAMP)
+	$(UV) pip install --quiet --python $(PY) -r tools/assignments/requirements.txt -c requirements.txt
+	@touch $(ASSIGN_STAMP)
+
+assignments: $(ASSIGN_STAMP)
+	$(PY) tools/assignments/make_assignments.py $(ASSIGN_ARGS)
+
+# The edition's structure for every notebook (tests/test_assignments.py, with otter assign), then a
+# sample graded by `otter run`: solutions full marks, starter zero, typical mistakes below full.
+test-assignments: assignments
+	$(PY) -m pytest -q -p no:cacheprovider tests/test_assignments.py
+	$(PY) tools/assignments/grade_sample.py
 
 bench: install
 	$(PY) benchmarks/run.py $(BENCH_ARGS)

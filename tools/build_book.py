@@ -37,7 +37,7 @@ REPOSITORY = "https://github.com/gradlab/gradlab"
 WIDGET = "application/vnd.jupyter.widget-view+json"
 IMAGES = ("image/png", "image/jpeg", "image/svg+xml")
 # Markdown pages besides the README and the notebooks: (source in the repository, staged path).
-PAGES = [("docs/api.md", "api.md"), ("docs/execution_modes.md", "execution_modes.md")]
+PAGES = [("docs/api.md", "api.md"), ("docs/execution_modes.md", "execution_modes.md"), ("docs/instructors.md", "instructors.md")]
 # Where a repository file sits in the book, when it is not at the same path.
 STAGED_AS = {"README.md": "index.md", **dict(PAGES)}
 LINK = re.compile(r"(\]\()([^)\s]+)(\))")

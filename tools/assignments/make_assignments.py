@@ -1,0 +1,574 @@
+"""Builds the instructor edition (`make assignments`): every notebook as an otter-grader assignment.
+
+One source of truth: everything is generated from the workbook's notebooks and their self-checks
+(``notebooks/exercises/``), never from hand-kept copies. For each notebook the generator
+
+1. finds its exercises by the workbook's conventions: the starter is a code cell tagged
+   ``exercise`` that ends with the self-check call(s) ``check_exercise_N(...)``; the solution after
+   it is a code cell tagged ``solution`` (first line ``# Solution ...`` or ``# @title Solution ...``)
+   that defines the same names with the suffix ``_solution`` (classes: ``Solution``) and ends with
+   ``check_exercise_N.confirm(...)``; the Markdown from the exercise's title (``### Exercise N ...``
+   or ``**Exercise N ...``) down to the starter states it;
+2. writes otter's source notebook ``source/NN_name.ipynb``: the lesson as it is, less the workbook's
+   Colab cell, and one otter question per exercise (1 point each) whose answer cell holds the
+   starter as otter's prompt and the solution (suffix stripped, confirm line dropped) as otter's
+   solution, and whose test asserts the same self-check on the learner's names;
+3. runs ``otter assign`` on it (in this process), which writes ``student/`` (the notebook with the
+   starter code, no solution, and the tests) and ``autograder/`` (the solutions notebook and the
+   autograder zip, renamed ``NN_name-autograder.zip``);
+4. writes ``colab/NN_name.ipynb``: the student notebook whose first cell installs, on Colab, what it
+   needs (the workbook's own Colab cell, reused as it stands, then otter-grader at its pin and the
+   question's tests).
+
+Usage: python tools/assignments/make_assignments.py [--out build/assignments] [--run-tests] [NN_name ...]
+
+``--run-tests`` lets otter assign also execute each solutions notebook and check that every test
+passes (about a notebook's run time each); ``make test-assignments`` grades a sample instead.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import builtins
+import copy
+import dataclasses
+import io
+import json
+import logging
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+import tokenize
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ROOT / "notebooks"
+OUT = ROOT / "build" / "assignments"
+TOOL_REQUIREMENTS = Path(__file__).with_name("requirements.txt")
+POINTS = 1                                  # per exercise: its self-check passes or it does not
+# The workbook's pins an autograder image needs to run a notebook (otter grade builds its Docker image from
+# the zip's environment.yml, which otter fills from them); gradlab itself travels in the zip (the name gradlab
+# on PyPI is another project's).
+RUNTIME_PINS = ("tensorflow-cpu", "tensorflow", "keras", "numpy", "matplotlib", "ipywidgets", "scikit-learn")
+TITLE = r"^(?:#{{2,6}}\s+|\*\*)Exercise\s+{n}\b"
+ANNOUNCEMENT = re.compile(r"^\*\*Solution\*\*( \(click to expand the hidden cell below\))?")
+SOLUTION_HEADER = re.compile(r"^#\s*(?:@title\s+)?(Solution\b.*)$")
+BADGE = re.compile(r"^\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)\n?", re.M)
+SOLUTION_SUFFIX = "_solution"
+CLASS_SUFFIX = "Solution"
+
+
+class ConventionError(ValueError):
+    """A notebook does not follow the conventions the edition is generated from; says what to change."""
+
+
+@dataclasses.dataclass
+class Question:
+    """One exercise, split the way otter needs it."""
+
+    number: int
+    module: str                 # the self-check module, e.g. "exercises.start_here"
+    prompt: list[str]           # Markdown sources from the exercise's title down to the starter
+    head: str                   # starter lines shared by every version (the import, given code)
+    starter: str                # what the learner changes (otter's prompt)
+    tail: str                   # shared lines after it, ending with the self-check call(s)
+    solution: str               # the instructor's solution, under the learner's names
+    checks: list[str]           # the self-check calls, e.g. "check_exercise_1(scale_and_clip)"
+    params: list[str]           # the notebook names the test reads from the graded notebook
+    notes: str | None = None    # the workbook's "**Solution** ..." note, kept for the instructor only
+
+    @property
+    def name(self) -> str:
+        return f"exercise_{self.number}"
+
+    def answer(self, body: str) -> str:
+        """The answer cell as a learner hands it in with ``body`` in place of the starter."""
+        return self.head + body + self.tail
+
+    def answer_cell(self) -> str:
+        """The answer cell in otter's notation: starter as the prompt, then the solution."""
+        delimiter = '"""' if '"""' not in self.starter else "'''"
+        if delimiter in self.starter:
+            raise ConventionError(f"exercise {self.number}: the starter holds both kinds of triple quotes")
+        raw = "r" if "\\" in self.starter else ""
+        starter = self.starter if self.starter.endswith("\n") else self.starter + "\n"
+        solution = self.solution.rstrip("\n") + "\n"
+        return (self.head + f"{raw}{delimiter} # BEGIN PROMPT\n" + starter + f"{delimiter}; # END PROMPT\n"
+                + "# BEGIN SOLUTION NO PROMPT\n" + solution + "\n# END SOLUTION\n" + self.tail)
+
+    def test(self) -> str:
+        """otter's exception-based test: the notebook's own self-check, asserted.
+
+        The check is imported afresh from its module (a notebook that rebinds ``check_exercise_N``
+        does not grade itself); the verdict it prints becomes the failure message, so otter's
+        feedback shows it once. otter reads the learner's names from the graded notebook by the
+        test's parameter names.
+        """
+        checks = ", ".join(sorted({call.split("(")[0] for call in self.checks}))
+        calls = "".join("    shown = io.StringIO()\n"
+                        "    with contextlib.redirect_stdout(shown):\n"
+                        f"        passed = bool({call})\n"
+                        "    assert passed, shown.getvalue().strip()\n" for call in self.checks)
+        return (f"def test_{self.name}({', '.join(self.params)}):\n"
+                "    import contextlib\n    import io\n"
+                f"    from {self.module} import {checks}\n" + calls)
+
+
+# ------------------------------------------------------------------------------------------------
+# Reading the workbook's conventions
+# ------------------------------------------------------------------------------------------------
+
+def _source(cell) -> str:
+    return cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+
+
+def _tags(cell) -> list[str]:
+    return cell.get("metadata", {}).get("tags", [])
+
+
+def _statements(source: str) -> list[tuple[ast.stmt, str]]:
+    """The top-level statements of ``source``, each with its text (up to the next statement)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as error:
+        raise ConventionError(f"an exercise or solution cell must be plain Python (no IPython magics): {error}") from error
+    lines = source.splitlines(keepends=True)
+    starts = [min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1 for node in tree.body]
+    if starts:
+        starts[0] = 0                            # leading comments belong to the first statement
+    ends = starts[1:] + [len(lines)]
+    return [(node, "".join(lines[a:b])) for node, a, b in zip(tree.body, starts, ends)]
+
+
+def _bound(node: ast.stmt) -> set[str]:
+    """Names a top-level statement binds in the notebook's namespace (not inside functions)."""
+    names: set[str] = set()
+
+    def targets(target):
+        if isinstance(target, ast.Name):
+            names.add(target.id)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                targets(element)
+        elif isinstance(target, ast.Starred):
+            targets(target.value)
+
+    def visit(stmt):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(stmt.name)
+            return
+        if isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                targets(target)
+        elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
+            targets(stmt.target)
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                if item.optional_vars is not None:
+                    targets(item.optional_vars)
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in stmt.names)
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            for child in getattr(stmt, field, []):
+                visit(child)
+
+    visit(node)
+    return names
+
+
+def _check_call(node: ast.stmt, attribute: str | None = None) -> int | None:
+    """N if ``node`` is the statement ``check_exercise_N(...)`` (or ``check_exercise_N.<attribute>(...)``)."""
+    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+        return None
+    func = node.value.func
+    if attribute is not None:
+        if not (isinstance(func, ast.Attribute) and func.attr == attribute):
+            return None
+        func = func.value
+    match = re.fullmatch(r"check_exercise_(\d+)", func.id) if isinstance(func, ast.Name) else None
+    return int(match.group(1)) if match else None
+
+
+def _renamed(solution: str) -> str:
+    """The solution under the learner's names: ``scale_and_clip_solution`` -> ``scale_and_clip``."""
+    tokens = [t.string for t in tokenize.generate_tokens(io.StringIO(solution).readline) if t.type == tokenize.NAME]
+    classes = {node.name for node in ast.walk(ast.parse(solution)) if isinstance(node, ast.ClassDef)}
+    renames = {name: name[: -len(SOLUTION_SUFFIX)] for name in tokens
+               if name.endswith(SOLUTION_SUFFIX) and len(name) > len(SOLUTION_SUFFIX)}
+    renames.update({name: name[: -len(CLASS_SUFFIX)] for name in classes
+                    if name.endswith(CLASS_SUFFIX) and len(name) > len(CLASS_SUFFIX)})
+    clashes = sorted(new for new in renames.values() if new in tokens)
+    if clashes:
+        raise ConventionError(f"the solution uses {clashes} beside their _solution versions: renaming would merge them")
+    for old, new in renames.items():
+        solution = re.sub(rf"\b{re.escape(old)}\b", new, solution)
+    return solution
+
+
+def _free_names(call: ast.Call) -> list[str]:
+    """The notebook names a self-check call reads (its function aside), in order of appearance."""
+    found = [node for arg in [*call.args, *(k.value for k in call.keywords)] for node in ast.walk(arg)
+             if isinstance(node, ast.Name) and not hasattr(builtins, node.id)]
+    names: list[str] = []
+    for node in sorted(found, key=lambda n: (n.lineno, n.col_offset)):
+        if node.id not in names:
+            names.append(node.id)
+    return names
+
+
+def _prompt(cells, exercise: int, number: int, floor: int, path: Path) -> tuple[int, str, list[str]]:
+    """Where the exercise's statement starts: (cell index, text before the title in that cell, prompt)."""
+    title = re.compile(TITLE.format(n=number), re.M)
+    index = exercise - 1
+    while index > floor and cells[index]["cell_type"] == "markdown":
+        text = _source(cells[index])
+        match = title.search(text)
+        if match:
+            prompt = [text[match.start():]] + [_source(c) for c in cells[index + 1:exercise]]
+            return index, text[:match.start()], prompt
+        index -= 1
+    raise ConventionError(f"{path.name}: no Markdown title 'Exercise {number}' (a heading or bold) "
+                          f"in the Markdown cells right above its exercise cell (cell {exercise})")
+
+
+def read_questions(path: Path) -> tuple[nbformat.NotebookNode, list[tuple[int, int, str, Question]]]:
+    """The notebook and its exercises as (first cell, last cell, text kept before the title, question)."""
+    notebook = nbformat.read(path, as_version=4)
+    cells = notebook.cells
+    exercises = [i for i, c in enumerate(cells) if c.cell_type == "code" and "exercise" in _tags(c)]
+    if not exercises:
+        raise ConventionError(f"{path.name}: no code cell tagged 'exercise'")
+    module = None
+    found, floor = [], -1
+    for position, exercise in enumerate(exercises):
+        limit = exercises[position + 1] if position + 1 < len(exercises) else len(cells)
+        solutions = [i for i in range(exercise + 1, limit) if cells[i].cell_type == "code" and "solution" in _tags(cells[i])]
+        if len(solutions) != 1:
+            raise ConventionError(f"{path.name}: the exercise in cell {exercise} needs one code cell tagged "
+                                  f"'solution' before the next exercise; found {len(solutions)}")
+        solution_index = solutions[0]
+        between = cells[exercise + 1:solution_index]
+        if any(c.cell_type != "markdown" or not ANNOUNCEMENT.match(_source(c)) for c in between):
+            raise ConventionError(f"{path.name}: between the exercise (cell {exercise}) and its solution "
+                                  f"(cell {solution_index}) only the '**Solution** ...' announcement may stand")
+        question = _question(path, _source(cells[exercise]), _source(cells[solution_index]), module,
+                             notes=[_source(c) for c in between])
+        module = question.module
+        start, before, question.prompt = _prompt(cells, exercise, question.number, floor, path)
+        found.append((start, solution_index, before, question))
+        floor = solution_index
+    numbers = [q.number for *_, q in found]
+    if numbers != list(range(1, len(found) + 1)):
+        raise ConventionError(f"{path.name}: exercises must be numbered 1, 2, ... in order; found {numbers}")
+    return notebook, found
+
+
+def _question(path: Path, starter_cell: str, solution_cell: str, module: str | None, notes: list[str]) -> Question:
+    statements = _statements(starter_cell)
+    checks = [(node, text) for node, text in statements if _check_call(node) is not None]
+    numbers = {_check_call(node) for node, _ in checks}
+    if len(numbers) != 1:
+        raise ConventionError(f"{path.name}: an exercise cell must call one self-check, check_exercise_N(...); "
+                              f"found {sorted(numbers)} in:\n{starter_cell}")
+    (number,) = numbers
+    imports = [node for node, _ in statements
+               if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("exercises.")]
+    if imports:
+        module = imports[0].module
+    if module is None:
+        raise ConventionError(f"{path.name}: the first exercise cell must import its checks, "
+                              "'from exercises.<module> import check_exercise_1, check_exercise_2'")
+
+    lines = solution_cell.splitlines(keepends=True)
+    header = SOLUTION_HEADER.match(lines[0].rstrip("\n")) if lines else None
+    if not header:
+        raise ConventionError(f"{path.name}: a solution cell starts with '# Solution ...' or '# @title Solution ...'; "
+                              f"exercise {number}'s starts with {lines[:1]}")
+    kept = [text for node, text in _statements(solution_cell) if _check_call(node, "confirm") is None]
+    if len(kept) == len(_statements(solution_cell)):
+        raise ConventionError(f"{path.name}: exercise {number}'s solution must end with check_exercise_{number}.confirm(...)")
+    body = "".join(kept)
+    body = f"# {header.group(1)}\n" + body.split("\n", 1)[1] if body.startswith(lines[0]) else body
+    try:
+        solution = _renamed(body).rstrip("\n") + "\n"
+    except ConventionError as error:
+        raise ConventionError(f"{path.name}, exercise {number}: {error}") from error
+    if SOLUTION_SUFFIX in solution:
+        raise ConventionError(f"{path.name}: exercise {number}'s solution still names '{SOLUTION_SUFFIX}' after renaming")
+    solved = set().union(*(_bound(node) for node, _ in _statements(solution)))
+
+    roles = []
+    for node, _ in statements:
+        if _check_call(node) is not None or (isinstance(node, ast.ImportFrom) and node in imports):
+            roles.append("shared")
+        else:
+            roles.append("change" if _bound(node) & solved else "shared")
+    if "change" not in roles:
+        raise ConventionError(f"{path.name}: exercise {number}'s solution defines none of the names its exercise cell "
+                              f"defines ({sorted(set().union(*(_bound(n) for n, _ in statements)))})")
+    first, last = roles.index("change"), len(roles) - 1 - roles[::-1].index("change")
+    if "shared" in roles[first:last + 1]:
+        given = [text.strip().splitlines()[0] for (node, text), role in zip(statements[first:last + 1], roles[first:last + 1])
+                 if role == "shared"]
+        raise ConventionError(f"{path.name}: in exercise {number}'s cell, given code ({given}) stands between the "
+                              "definitions the solution replaces; move it above them")
+    texts = [text for _, text in statements]
+    calls = [ast.get_source_segment(starter_cell, node.value) for node, _ in checks]
+    params: list[str] = []
+    for node, _ in checks:
+        params += [name for name in _free_names(node.value) if name not in params]
+    # The workbook's note on its solution, for the instructor only, unless it is just the announcement or
+    # speaks of the `_solution` names (which the instructor's solution does not use).
+    remarks = [ANNOUNCEMENT.sub("", text, count=1).strip() for text in notes]
+    note = "\n\n".join(f"**Solution**{r}" for r in remarks if r.strip(" .") and SOLUTION_SUFFIX not in r) or None
+    return Question(number=number, module=module, prompt=[], head="".join(texts[:first]),
+                    starter="".join(texts[first:last + 1]), tail="".join(texts[last + 1:]),
+                    solution=solution, checks=calls, params=params, notes=note)
+
+
+# ------------------------------------------------------------------------------------------------
+# Writing otter's source notebook
+# ------------------------------------------------------------------------------------------------
+
+def helpers() -> list[Path]:
+    """What the notebooks import from beside them (workbook.py, exercises/, papers/)."""
+    return sorted(p for p in NOTEBOOKS.iterdir() if p.suffix != ".ipynb" and not p.name.startswith((".", "_")))
+
+
+def runtime_requirements() -> str:
+    """The workbook's pins of what a graded notebook imports (for otter grade's Docker image)."""
+    keep = []
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        name = re.split(r"[=<>;\s\[]", line.strip(), maxsplit=1)[0]
+        if name in RUNTIME_PINS:
+            keep.append(line.strip())
+    header = "# The workbook's pins (requirements.txt) of what the notebooks import; gradlab is in the zip.\n"
+    return header + "\n".join(keep) + "\n"
+
+
+def otter_version() -> str:
+    for line in TOOL_REQUIREMENTS.read_text().splitlines():
+        if line.startswith("otter-grader=="):
+            return line.split("==", 1)[1].strip()
+    raise SystemExit(f"{TOOL_REQUIREMENTS}: no 'otter-grader==<version>' line")
+
+
+def _config(stem: str) -> str:
+    files = "".join(f"  - {p.name}\n" for p in helpers())
+    return ("# ASSIGNMENT CONFIG\n"
+            f"name: {stem}\n"
+            "requirements: requirements.txt\n"
+            "export_cell: false\n"
+            "check_all_cell: false\n"
+            "tests:\n  files: true\n  ok_format: false\n"
+            f"files:\n{files}"
+            "autograder_files:\n  - gradlab\n"
+            "generate:\n  show_stdout: true\n")
+
+
+def _raw(text: str):
+    return nbformat.v4.new_raw_cell(text)
+
+
+def _clean(cell):
+    cell = copy.deepcopy(cell)
+    if cell.cell_type == "code":
+        cell.outputs, cell.execution_count = [], None
+    return cell
+
+
+def _imported_by_colab_cell(path: Path, cells) -> tuple[list[str], int | None]:
+    """Modules only the workbook's Colab cell imports but other cells use, and the cell to import them in.
+
+    The edition drops that cell, so a notebook that relies on its ``import os`` would fail; the
+    imports move to the end of the setup cell after it (and a warning says which notebook to fix).
+    """
+    colab = [i for i, c in enumerate(cells) if c.cell_type == "code" and "colab" in _tags(c)]
+    if not colab:
+        return [], None
+    imported = set(re.findall(r"^import (\w+)$", _source(cells[colab[0]]), re.M))     # it holds IPython magics
+    rest = "\n".join(_source(c) for i, c in enumerate(cells) if c.cell_type == "code" and i != colab[0])
+    missing = sorted(name for name in imported if re.search(rf"\b{name}\.", rest)
+                     and not re.search(rf"^\s*import\s+(\w+\s*,\s*)*{name}\b", rest, re.M))
+    setup = next((i for i in range(colab[0] + 1, len(cells)) if cells[i].cell_type == "code"), None)
+    if missing:
+        print(f"warning: {path.name} uses {missing} but only its Colab cell imports them; the edition imports them "
+              "in its setup cell (add the import to the notebook's own imports)", file=sys.stderr)
+    return missing, setup
+
+
+def source_notebook(path: Path) -> tuple[nbformat.NotebookNode, list[Question]]:
+    """otter's source notebook for the workbook notebook at ``path``, and its questions."""
+    notebook, found = read_questions(path)
+    cells = notebook.cells
+    out = [_raw(_config(path.stem))]
+    spans = {start: (end, before, question) for start, end, before, question in found}
+    missing, setup_index = _imported_by_colab_cell(path, cells)
+    index = 0
+    while index < len(cells):
+        cell = cells[index]
+        if index in spans:
+            end, before, question = spans[index]
+            if before.strip():
+                kept = _clean(cell)
+                kept.source = before.rstrip("\n") + "\n"
+                out.append(kept)
+            out.append(_raw(f"# BEGIN QUESTION\nname: {question.name}\npoints: {POINTS}"))
+            out += [nbformat.v4.new_markdown_cell(text) for text in question.prompt]
+            out.append(_raw("# BEGIN SOLUTION"))
+            answer = nbformat.v4.new_code_cell(question.answer_cell())
+            answer.metadata["tags"] = ["exercise"]
+            out.append(answer)
+            if question.notes:
+                out.append(nbformat.v4.new_markdown_cell(question.notes))
+            out.append(_raw("# END SOLUTION"))
+            out += [_raw("# BEGIN TESTS"), nbformat.v4.new_code_cell(question.test()), _raw("# END TESTS")]
+            out.append(_raw("# END QUESTION"))
+            index = end + 1
+            continue
+        if cell.cell_type == "code" and "colab" in _tags(cell):
+            index += 1                      # the workbook's Colab cell: the Colab version has its own
+            continue
+        cell = _clean(cell)
+        if index == setup_index and missing:
+            cell.source = cell.source.rstrip("\n") + "\n" + "".join(
+                f"import {name}                   # the workbook's Colab cell imported it\n" for name in missing)
+        if cell.cell_type == "markdown" and BADGE.search(cell.source):
+            # The workbook's "Open in Colab" badge opens the workbook itself, solutions included.
+            cell.source = BADGE.sub("", cell.source).replace("\n\n\n", "\n\n")
+        out.append(cell)
+        index += 1
+    master = copy.deepcopy(notebook)
+    master.cells = out
+    return master, [q for *_, q in found]
+
+
+# ------------------------------------------------------------------------------------------------
+# The Colab version
+# ------------------------------------------------------------------------------------------------
+
+def colab_cell(notebook_path: Path, tests: dict[str, str]) -> str:
+    """The Colab version's first cell: the workbook's own Colab cell, then otter-grader and the tests."""
+    workbook = nbformat.read(notebook_path, as_version=4)
+    own = [c for c in workbook.cells if c.cell_type == "code" and "colab" in _tags(c)]
+    if len(own) != 1:
+        raise ConventionError(f"{notebook_path.name}: expected one code cell tagged 'colab'; found {len(own)}")
+    files = json.dumps(tests, indent=4)
+    return ("# Run this cell first. On Colab it fetches the workbook, installs gradlab and otter-grader, and\n"
+            "# puts this assignment's tests beside the notebook (elsewhere it writes the tests if they are missing).\n"
+            + _source(own[0]).rstrip("\n") + "\n\n"
+            "# The assignment's own: otter-grader, at the version the autograder was built with, and the tests.\n"
+            'if "google.colab" in sys.modules or os.environ.get("GRADLAB_COLAB") == "1":\n'
+            f'    %pip install -q "otter-grader=={otter_version()}"\n'
+            "if not os.path.isdir(\"tests\"):          # where otter has put them (grading, the student folder), they stay\n"
+            "    os.makedirs(\"tests\")\n"
+            f"    for name, text in {textwrap.indent(files, '    ').lstrip()}.items():\n"
+            "        with open(os.path.join(\"tests\", name), \"w\") as test_file:\n"
+            "            test_file.write(text)\n")
+
+
+def colab_notebook(student: nbformat.NotebookNode, notebook_path: Path, tests: dict[str, str]) -> nbformat.NotebookNode:
+    """The student notebook with the Colab cell first and otter opened without a notebook path."""
+    colab = copy.deepcopy(student)
+    init = [c for c in colab.cells if c.cell_type == "code" and re.search(r"^grader = otter\.Notebook\(", _source(c), re.M)]
+    if len(init) != 1:
+        raise ConventionError("the student notebook has no otter initialisation cell")
+    # On Colab the notebook is not a file beside the kernel: otter reads the tests from ./tests.
+    init[0].source = re.sub(r"otter\.Notebook\([^)]*\)", 'otter.Notebook(tests_dir="tests")', _source(init[0]))
+    cell = nbformat.v4.new_code_cell(colab_cell(notebook_path, tests))
+    cell.metadata["tags"] = ["colab"]
+    colab.cells.insert(0, cell)
+    return colab
+
+
+# ------------------------------------------------------------------------------------------------
+# Running otter assign
+# ------------------------------------------------------------------------------------------------
+
+def stage(path: Path, out: Path) -> tuple[Path, list[Question]]:
+    """Writes ``out/<stem>/source/``: otter's source notebook with what it ships beside it."""
+    master, questions = source_notebook(path)
+    source = out / path.stem / "source"
+    shutil.rmtree(out / path.stem, ignore_errors=True)
+    source.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
+    for helper in helpers():
+        if helper.is_dir():
+            shutil.copytree(helper, source / helper.name, ignore=ignore)
+        else:
+            shutil.copy2(helper, source / helper.name)
+    shutil.copytree(ROOT / "gradlab", source / "gradlab", ignore=ignore)
+    (source / "requirements.txt").write_text(runtime_requirements())
+    master_path = source / path.name
+    nbformat.write(master, master_path)
+    return master_path, questions
+
+
+def assign(path: Path, out: Path, run_tests: bool = False) -> dict[str, Path]:
+    """Generates every version of one notebook into ``out/<stem>/``; returns their paths."""
+    from otter.assign import main as otter_assign
+
+    master, questions = stage(path, out)
+    result = out / path.stem
+    otter_assign(str(master), str(result), no_pdfs=True, no_run_tests=not run_tests)
+    zips = sorted((result / "autograder").glob(f"{path.stem}-autograder_*.zip"))
+    if len(zips) != 1:
+        raise SystemExit(f"otter assign left {len(zips)} autograder zips in {result / 'autograder'}")
+    zip_path = zips[0].rename(result / "autograder" / f"{path.stem}-autograder.zip")
+    student_path = result / "student" / path.name
+    student = nbformat.read(student_path, as_version=4)
+    tests = {p.name: p.read_text() for p in sorted((result / "student" / "tests").glob("*.py"))}
+    (result / "colab").mkdir()
+    colab_path = result / "colab" / path.name
+    nbformat.write(colab_notebook(student, path, tests), colab_path)
+    return {"source": master, "student": student_path, "colab": colab_path,
+            "solutions": result / "autograder" / path.name, "autograder": zip_path}
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("notebooks", nargs="*", help="notebook stems (default: every notebook)")
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--run-tests", action="store_true", help="let otter assign run the tests on each solutions notebook")
+    args = parser.parse_args(argv)
+    paths = sorted(NOTEBOOKS.glob("*.ipynb"))
+    if args.notebooks:
+        wanted = {Path(n).stem for n in args.notebooks}
+        paths = [p for p in paths if p.stem in wanted]
+        if len(paths) != len(wanted):
+            raise SystemExit(f"no such notebook(s): {sorted(wanted - {p.stem for p in paths})}")
+    logging.getLogger("otter").setLevel(logging.WARNING)
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    for path in paths:
+        began = time.monotonic()
+        try:
+            assign(path, args.out, run_tests=args.run_tests)
+        except ConventionError as error:
+            raise SystemExit(f"{error}\n(the instructor edition is generated from the workbook's exercise conventions: "
+                             "see tools/assignments/make_assignments.py)") from error
+        print(f"{path.stem}: student, colab, autograder in {time.monotonic() - began:.1f} s")
+    (args.out / "README.md").write_text(
+        f"# gradlab · instructor edition (otter-grader {otter_version()}), generated from commit {commit()}\n\n"
+        "Per notebook: `student/` (hand out the folder), `colab/` (the Colab-ready student notebook),\n"
+        "`autograder/` (the solutions notebook and `NN_name-autograder.zip` for `otter run` / `otter grade`),\n"
+        "`source/` (otter's source notebook). See docs/instructors.md.\n")
+    print(f"{len(paths)} assignment(s) in {args.out} ({time.monotonic() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
