@@ -133,10 +133,10 @@ $(ASSIGN_STAMP): tools/assignments/requirements.txt $(STAMP)
 assignments: $(ASSIGN_STAMP)
 	$(PY) tools/assignments/make_assignments.py $(ASSIGN_ARGS)
 
-# The edition's structure for every notebook (tests/test_assignments.py, with otter assign), then a
+# The edition's structure for every notebook (tests/project/test_assignments.py, with otter assign), then a
 # sample graded by `otter run`: solutions full marks, starter zero, typical mistakes below full.
 test-assignments: assignments
-	$(PY) -m pytest -q -p no:cacheprovider tests/test_assignments.py
+	$(PY) -m pytest -q -p no:cacheprovider tests/project/test_assignments.py
 	$(PY) tools/assignments/grade_sample.py
 
 bench: install

@@ -19,7 +19,7 @@ first line. What it stores:
   ``# @title Colab only: ...``;
 * what JupyterLab writes when it opens a notebook and saves it untouched, so that opening and saving
   is a byte-identical no-op and a learner's clone stays clean in ``git status``. Measured with the
-  pinned JupyterLab 4.6 (``tests/test_browser.py`` re-checks it on every notebook):
+  pinned JupyterLab 4.6 (``tests/project/test_browser.py`` re-checks it on every notebook):
   - the kernelspec as the running kernel's spec states it: ``name``, ``display_name``,
     ``language`` and nothing else; ipykernel's ``python3`` is displayed "Python 3 (ipykernel)";
   - ``collapsed`` mirrors ``jupyter.outputs_hidden`` on every cell (either one sets the other);

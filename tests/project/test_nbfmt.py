@@ -1,5 +1,5 @@
 """The notebook formatter (tools/nbfmt.py): the workbook's storage conventions, what JupyterLab writes
-on save (tests/test_browser.py checks that against a real JupyterLab), and ``--check``."""
+on save (tests/project/test_browser.py checks that against a real JupyterLab), and ``--check``."""
 from __future__ import annotations
 
 import json

@@ -1,6 +1,6 @@
 """Project-level checks: the pins agree everywhere, CI and Binder configs are valid, the README and the
 claims ledgers agree with the notebooks, and `make lab` really serves the workbook. (The notebook rules
-themselves are tools/nblint.py's, tested in tests/test_nblint.py.)"""
+themselves are tools/nblint.py's, tested in tests/project/test_nblint.py.)"""
 from __future__ import annotations
 
 import importlib.metadata
@@ -207,7 +207,7 @@ def test_repo2docker_accepts_binder_and_installs_the_pinned_stack_and_gradlab(do
 
 
 # --- notebooks ---------------------------------------------------------------------------------------
-# The notebook rules (skeleton, bounds, nbval tags, storage, ...) are tools/nblint.py's; tests/test_nblint.py
+# The notebook rules (skeleton, bounds, nbval tags, storage, ...) are tools/nblint.py's; tests/project/test_nblint.py
 # checks that every stored notebook passes them and that each rule catches what it is meant to.
 
 def test_there_are_notebooks():

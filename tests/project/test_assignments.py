@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("make_assignments", ROOT / "tools" / "assignments" / "make_assignments.py")
 edition = sys.modules.setdefault("make_assignments", importlib.util.module_from_spec(_spec))
 _spec.loader.exec_module(edition)
