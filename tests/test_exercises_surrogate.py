@@ -41,18 +41,18 @@ def test_exercise_1_explains_a_value_off_by_rounding(capsys):
     assert "At x = [0.125, 2.125] you return [0.99999994, 0.99999994]" in out and "rounding error" in out
 
 
-_AT = "at x        [-2.5  , -2.375, -2.25 , -2.125]\nwith dy     [ 0.001,  0.299, -0.274, -0.891]\n"
-_EXPECTED = "expected    [ 1.962e-05,  5.272e-03, -5.379e-03, -1.954e-02]."
+_AT = "at x        [-2.5  , -0.875,  0.875,  2.5  ]\nwith dy     [ 0.001, -0.93 , -0.539,  0.11 ]\n"
+_EXPECTED = "expected    [ 1.962e-05, -1.087e-01, -6.296e-02,  1.762e-03]."
 
 
 @pytest.mark.parametrize("rule, message, received", [
     (lambda x, dy: tf.zeros_like(dy), "sends back zeros (the starting point)", "[0., 0., 0., 0.]"),
-    (lambda x, dy: 1.0 / (1.0 + tf.square(np.pi * x)), "ignores dy", "[0.016, 0.018, 0.02 , 0.022]"),
+    (lambda x, dy: 1.0 / (1.0 + tf.square(np.pi * x)), "ignores dy", "[0.016, 0.117, 0.117, 0.016]"),
     (lambda x, dy: np.pi * dy / (1.0 + tf.square(np.pi * x)), "pi times too much",
-     "[ 6.165e-05,  1.656e-02, -1.690e-02, -6.140e-02]"),
-    (lambda x, dy: dy, "returns dy unchanged", "[ 0.001,  0.299, -0.274, -0.891]"),
+     "[ 6.165e-05, -3.416e-01, -1.978e-01,  5.536e-03]"),
+    (lambda x, dy: dy, "returns dy unchanged", "[ 0.001, -0.93 , -0.539,  0.11 ]"),
     (lambda x, dy: dy / (1.0 + np.pi * x * x), "must send dy / (1 + (pi x)^2)",
-     "[ 5.962e-05,  1.596e-02, -1.622e-02, -5.864e-02]"),
+     "[ 5.962e-05, -2.732e-01, -1.582e-01,  5.353e-03]"),
 ])
 def test_exercise_1_explains_a_wrong_backward_pass_with_the_numbers(rule, message, received, capsys):
     assert check_exercise_1(_step(rule)).passed is False
@@ -65,7 +65,7 @@ def test_exercise_1_explains_other_mistakes(capsys):
     assert "no gradient reaches x" in capsys.readouterr().out
     assert check_exercise_1(tf.sigmoid).passed is False
     out = capsys.readouterr().out
-    assert "forward value" in out and "you return [0.07585817 , 0.085099034" in out
+    assert "forward value" in out and "you return [0.07585817, 0.294215  , 0.70578504, 0.9241418 ]" in out
     assert check_exercise_1(lambda x: 1 / 0).passed is False
     assert "ZeroDivisionError" in capsys.readouterr().out
 

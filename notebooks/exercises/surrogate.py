@@ -27,8 +27,11 @@ def _show(values, precision: int = 3) -> str:
 
 
 def _where(wrong: np.ndarray, limit: int = 4) -> np.ndarray:
-    """Up to ``limit`` of the positions where ``wrong`` holds: the examples a message shows."""
-    return np.flatnonzero(wrong)[:limit]
+    """Up to ``limit`` of the positions where ``wrong`` holds, spread over them: the examples a message shows."""
+    positions = np.flatnonzero(wrong)
+    if positions.size <= limit:
+        return positions
+    return positions[np.unique(np.linspace(0, positions.size - 1, limit).round().astype(int))]
 
 
 def _check_forward(x, y, label: str) -> None:
