@@ -16,11 +16,12 @@ import contextlib
 import functools
 import io
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-__all__ = ["NotYet", "Verdict", "self_check", "running", "first_line", "custom_gradient_ops"]
+__all__ = ["NotYet", "Verdict", "self_check", "running", "first_line", "custom_gradient_ops",
+           "GradientRule", "gradient_rules"]
 
 
 class NotYet(Exception):
@@ -182,3 +183,73 @@ def custom_gradient_ops(fn: Callable[..., Any], *args: tf.Tensor) -> list[str]:
         except ValueError:
             continue
     return names
+
+
+class GradientRule(NamedTuple):
+    """One op of a traced graph whose gradient is replaced (see :func:`gradient_rules`)."""
+
+    op_type: str  #: ``"IdentityN"`` for ``tf.custom_gradient``; the op's own type under an override map
+    name: str     #: the registered rule's name (``"CustomGradient-12"``, ``"GuidedRelu"``)
+    origin: str   #: the module of the Python function that computes the gradient, or ""
+
+
+def _rule_origin(name: str) -> str:
+    """The module of the first non-TensorFlow function behind the registered gradient ``name``.
+
+    ``tf.custom_gradient`` registers a TensorFlow wrapper that calls the ``grad`` it was given; the
+    wrappers' closures are followed to that ``grad``: ``"gradlab.ops"`` for gradlab's ops,
+    ``"__main__"`` for a notebook's own. "" if TensorFlow's registry cannot be read.
+    """
+    try:
+        from tensorflow.python.framework import ops as tf_ops  # the registry has no public reader
+        queue = [tf_ops._gradient_registry.lookup(name)]
+    except Exception:  # another TensorFlow layout, or a name that is not registered
+        return ""
+    seen = set()
+    while queue:
+        function = queue.pop(0)
+        if id(function) in seen:
+            continue
+        seen.add(id(function))
+        module = getattr(function, "__module__", None) or ""
+        if not module.startswith("tensorflow"):
+            return module
+        for cell in getattr(function, "__closure__", None) or ():
+            try:
+                content = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if callable(content) and hasattr(content, "__code__"):
+                queue.append(content)
+    return ""
+
+
+def gradient_rules(fn: Callable[..., Any], *args: Any) -> list[GradientRule]:
+    """Every op of the graph ``fn(*args)`` builds whose gradient is replaced, found by tracing it.
+
+    Like :func:`custom_gradient_ops`, but it also searches the graphs of nested ``tf.function``
+    calls and control-flow branches (a ``@tf.function`` answer builds its ops there), and says
+    which op carries the rule (``IdentityN`` for ``tf.custom_gradient`` and everything built on it:
+    gradlab's ops, ``keras.ops.custom_gradient``; ``Relu`` for a ``Relu`` built under
+    ``gradlab.gradient_override``) and where its gradient function comes from. ``fn`` may be a
+    ``tf.function`` or a Keras model.
+    """
+    specs = [tf.TensorSpec.from_tensor(tf.convert_to_tensor(arg)) for arg in args]
+    graphs = [tf.function(fn).get_concrete_function(*specs).graph]
+    rules, seen = [], set()
+    while graphs:
+        graph = graphs.pop()
+        if id(graph) in seen:
+            continue
+        seen.add(id(graph))
+        for op in graph.get_operations():
+            try:
+                name = op.get_attr("_gradient_op_type").decode()
+            except ValueError:
+                continue
+            rules.append(GradientRule(op.type, name, _rule_origin(name)))
+        for function in getattr(graph, "_functions", {}).values():  # nested functions and branches
+            nested = getattr(function, "graph", None)
+            if nested is not None:
+                graphs.append(nested)
+    return rules

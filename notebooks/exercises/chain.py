@@ -14,12 +14,27 @@ from exercises._harness import NotYet, running, self_check
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
 
+def _linear_prediction(plain_norms: dict, clip_at: int, max_norm: float) -> dict:
+    """What a clip after ``dense_{clip_at}`` does to the norms (the reference for made-up norms)."""
+    names = list(plain_norms)
+    s = min(1.0, max_norm / plain_norms[names[clip_at - 1]])
+    return {n: v * s if i <= clip_at else v for i, (n, v) in enumerate(plain_norms.items(), start=1)}
+
+
+def _predict(predict_norms, norms: dict, clip_at: int, max_norm: float, names) -> dict:
+    with running(f"predict_norms(plain_norms, {clip_at}, {max_norm:g})", hint="Return a dict {layer name: norm}."):
+        guess = predict_norms(dict(norms), clip_at, max_norm)
+        return {name: float(guess[name]) for name in names}
+
+
 @self_check
 def check_exercise_1(predict_norms, backward) -> str:
     """Compares ``predict_norms(plain_norms, clip_at, max_norm)`` with real backward passes.
 
     The right answer multiplies the norms of the clip point and every earlier layer by
-    ``s = min(1, max_norm / |g_clip_at|)`` and keeps the later layers' norms.
+    ``s = min(1, max_norm / |g_clip_at|)`` and keeps the later layers' norms. It is a prediction
+    from ``plain_norms``: an answer that runs the notebook's ``backward`` itself matches the real
+    passes, so it is also given made-up plain norms, where only a prediction from them is right.
     """
     plain = backward()
     names = list(plain["norms"])
@@ -27,50 +42,82 @@ def check_exercise_1(predict_norms, backward) -> str:
     settings = [(min(4, depth), 1.0), (2, 0.3), (depth, 0.1), (3, 50.0)]
     for clip_at, max_norm in settings:
         truth = backward(lambda h, i: gradlab.clip_gradient_norm(h, max_norm) if i == clip_at else h)["norms"]
-        with running(f"predict_norms(plain_norms, {clip_at}, {max_norm})",
-                     hint="Return a dict {layer name: norm}."):
-            guess = predict_norms(dict(plain["norms"]), clip_at, max_norm)
-            guess = {name: float(guess[name]) for name in truth}
+        guess = _predict(predict_norms, plain["norms"], clip_at, max_norm, truth)
         wrong = [n for n in truth if not np.isclose(guess[n], truth[n], rtol=1e-4)]
         if not wrong:
             continue
-        later = names[clip_at:]
-        if any(n in later for n in wrong):
-            raise NotYet(f"(clip after dense_{clip_at}, bound {max_norm}): you changed {wrong[0]}, which is\n"
-                         "later than the clip. The backward pass visits it before the clip: its gradient is the plain one.")
-        elif max_norm == 50.0:
-            raise NotYet("(bound 50): the gradient at the clip point is already below the bound, so the\n"
-                         "clip changes nothing. The factor is min(1, max_norm / |g|).")
-        elif any(np.isclose(guess[n], max_norm) for n in wrong):
-            raise NotYet(f"(clip after dense_{clip_at}, bound {max_norm}): you held {wrong[0]} to the bound.\n"
-                         "The clip acts once; earlier layers receive the clipped gradient and transform it as usual.")
+        setting = f"(clip after dense_{clip_at}, bound {max_norm})"
+        later = [n for n in wrong if n in names[clip_at:]]
+        held = [n for n in wrong if np.isclose(guess[n], max_norm) and n != names[clip_at - 1]]
+        if later:
+            n = later[0]
+            raise NotYet(f"{setting}: you changed {n}, which is later than the clip: you predict "
+                         f"{guess[n]:.4f},\nthe backward pass gives {truth[n]:.4f}, its plain norm. The "
+                         "backward pass visits it before the clip: its gradient is the plain one.")
+        n = wrong[0]
+        said = f"for {n} you predict {guess[n]:.4f}, the backward pass gives {truth[n]:.4f}"
+        at_clip = plain["norms"][names[clip_at - 1]]
+        if at_clip <= max_norm:
+            raise NotYet(f"{setting}: {said}.\nThe gradient at the clip point has norm {at_clip:.4f}, "
+                         f"already below the bound {max_norm:g}: what does the clip do to it?")
+        elif held:
+            n = held[0]
+            raise NotYet(f"{setting}: you held {n} to the bound: you predict {guess[n]:.4f}, the "
+                         f"backward pass gives {truth[n]:.4f}.\nThe clip acts once; earlier layers "
+                         "receive the clipped gradient and transform it as usual.")
         else:
-            raise NotYet(f"(clip after dense_{clip_at}, bound {max_norm}): for {wrong[0]} you predict "
-                         f"{guess[wrong[0]]:.4f}, the backward pass gives {truth[wrong[0]]:.4f}.\n"
-                         "Hint: backpropagation is linear in the gradient it starts from.")
+            raise NotYet(f"{setting}: {said}.\nHint: backpropagation is linear in the gradient it starts from.")
+    factors = (2.0, 0.5, 3.0, 0.25, 1.5, 4.0)
+    made_up = {n: v * factors[i % len(factors)] for i, (n, v) in enumerate(plain["norms"].items())}
+    clip_at = min(3, depth)
+    max_norm = 0.5 * made_up[names[clip_at - 1]]
+    expected = _linear_prediction(made_up, clip_at, max_norm)
+    guess = _predict(predict_norms, made_up, clip_at, max_norm, names)
+    wrong = [n for n in names if not np.isclose(guess[n], expected[n], rtol=1e-4)]
+    if wrong:
+        n = wrong[0]
+        given = ", ".join(f"{name} {value:.4f}" for name, value in made_up.items())
+        raise NotYet(f"your predictions match the real backward passes, but not the plain norms they are "
+                     f"given.\nFor made-up plain norms\n  {given},\nclip after dense_{clip_at}, bound "
+                     f"{max_norm:.4f}: for {n} you predict {guess[n]:.4f}; from these norms it is "
+                     f"{expected[n]:.4f}.\nPredict from plain_norms alone, without running a backward pass.")
     return (f"Your predictions match {len(settings)} real backward passes: the layers after the\n"
             "clip keep their norms, the clip point and every earlier layer share one factor min(1, bound / |g|).")
 
 
 @self_check
 def check_exercise_2(modify, backward) -> str:
-    """Checks that ``backward(modify)`` keeps the forward pass and holds every layer's gradient norm to 0.1."""
+    """Checks that ``backward(modify)`` keeps the forward pass and clips every layer's gradient to norm 0.1.
+
+    Every norm must be at most 0.1, and none smaller than a clip to 0.1 at every layer leaves it: a
+    modify that scales every gradient down (``scale_gradient(h, 1e-3)``) also keeps the norms below
+    0.1, but it is not a clip.
+    """
     plain = backward()
     names = list(plain["norms"])
     bound = 0.1
     with running("backward(modify)"):
         result = backward(modify)
     if result["loss"] != plain["loss"]:
-        raise NotYet("the loss changed, so the forward pass changed. Use an op that is an identity\n"
-                     "in the forward pass.")
+        raise NotYet(f"the loss changed from {plain['loss']:.7g} to {result['loss']:.7g}, so the forward "
+                     "pass changed.\nUse an op that is an identity in the forward pass.")
     too_big = {n: v for n, v in result["norms"].items() if v > bound * (1 + 1e-5)}
     if too_big:
         name = next(iter(too_big))
         raise NotYet(f"{name} still receives a gradient of norm {too_big[name]:.4f} > {bound}.\n"
                      "One clip acts once: which layers need a clip of their own?")
     dead = [n for n, v in result["weights"].items() if v == 0.0]
-    if dead or len(result["norms"]) < len(names):
-        raise NotYet("some layer gets no gradient at all. Clip the gradient, do not stop it.")
+    missing = [n for n in names if n not in result["norms"]]
+    if dead or missing:
+        raise NotYet(f"{(missing + dead)[0]} gets no gradient at all. Clip the gradient, do not stop it.")
+    clipped = backward(lambda h, i: gradlab.clip_gradient_norm(h, bound))["norms"]
+    shrunk = [n for n in names if result["norms"][n] < clipped[n] * (1 - 1e-4)]
+    if shrunk:
+        n = shrunk[-1]  # the top-most: the backward pass reaches it first
+        raise NotYet(f"every norm is at most {bound}, but {n} receives {result['norms'][n]:.4f} where a clip "
+                     f"to {bound} at every layer\nleaves {clipped[n]:.4f}: your modify shrinks the gradient "
+                     f"more than a clip (a scale, or a smaller bound?).\nA clip to norm {bound} leaves a "
+                     "gradient that is already within the bound as it is.")
     return ("Every layer now receives a gradient of norm at most 0.1:\n  "
             + ", ".join(f"{n} {v:.4f}" for n, v in result["norms"].items())
             + "\nThe forward pass is unchanged. Clipping at every layer takes one clip per layer.")

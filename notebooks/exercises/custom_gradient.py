@@ -4,14 +4,36 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from exercises._harness import NotYet, running, self_check
+from exercises._harness import NotYet, gradient_rules, running, self_check
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
 
+def _show(values) -> str:
+    return np.array2string(np.asarray(values), precision=4, floatmode="maxprec", separator=", ")
+
+
+def _require_custom_gradient(fn, *args, what: str) -> None:
+    """Refuses an answer whose gradient TensorFlow derives itself: the exercise asks for a ``grad``."""
+    with running(f"tracing {what} in a tf.function (to find its @tf.custom_gradient)",
+                 hint="\nThe check traces your function to see how its gradient is built: use "
+                      "TensorFlow ops only, no .numpy()."):
+        rules = gradient_rules(fn, *args)
+    # A rule of gradlab's (map_gradient around the answer) passes TensorFlow's own gradient on: not yours.
+    if not any(rule.op_type == "IdentityN" and not rule.origin.startswith("gradlab") for rule in rules):
+        raise NotYet(f"the values and the gradient are right, but TensorFlow derived this gradient\n"
+                     f"itself from the ops of {what}: the exercise asks you to write it yourself,\n"
+                     "with @tf.custom_gradient and a grad(dy).")
+
+
 @self_check
 def check_exercise_1(fn) -> str:
-    """Checks a stable ``log(sigmoid(x))``: finite values, and the gradient ``dy * sigmoid(-x)`` for any ``dy``."""
+    """Checks a stable ``log(sigmoid(x))`` written with ``tf.custom_gradient``: finite values, and
+    the gradient ``dy * sigmoid(-x)`` for an upstream ``dy`` that is not 1.
+
+    Autodiff of ``-softplus(-x)`` (``tf.math.log_sigmoid``) gives the same numbers, so the traced
+    graph must hold a custom gradient of the learner's own (not only one of gradlab's ops).
+    """
     x = tf.constant([-200.0, -5.0, 0.0, 5.0, 200.0])
     dy = tf.constant([2.0, -1.0, 0.5, 3.0, -2.0])
     with running():
@@ -22,35 +44,75 @@ def check_exercise_1(fn) -> str:
     expected_y = -tf.nn.softplus(-x).numpy()
     if y.shape != x.shape or not np.all(np.isfinite(y.numpy())) or not np.allclose(
             y.numpy(), expected_y, rtol=1e-6, atol=1e-6):
-        raise NotYet(f"at x = {x.numpy()} the value is {y.numpy()},\n"
-                     f"but log(sigmoid(x)) = -softplus(-x) = {expected_y}.")
+        hint = ("\nHint: sigmoid(-200) rounds to 0 in float32 and log(0) = -inf: compute the value\n"
+                "with the stable formula of section 2." if np.isneginf(y.numpy()).any() else "")
+        raise NotYet(f"at x = {_show(x)} the value is {_show(y)},\n"
+                     f"but log(sigmoid(x)) = -softplus(-x) = {_show(expected_y)}.{hint}")
     if grad is None:
-        raise NotYet("no gradient reaches x.")
-    expected = (dy * tf.sigmoid(-x)).numpy()
-    if not np.allclose(grad.numpy(), expected, rtol=1e-6, atol=1e-6):
-        hint = " Did grad multiply by dy?" if np.allclose(grad.numpy(), tf.sigmoid(-x).numpy(), atol=1e-6) else ""
-        raise NotYet(f"for the upstream dy = {dy.numpy()} you send back {grad.numpy()};\n"
-                     f"dy * sigmoid(-x) is {expected}.{hint}")
-    return (f"Values {y.numpy()}, all finite; gradient {grad.numpy()} = dy * sigmoid(-x).")
+        raise NotYet("no gradient reaches x (tape.gradient returned None): did grad return None,\n"
+                     "or does a tf.stop_gradient cut the path?")
+    got, sig = grad.numpy(), tf.sigmoid(-x).numpy()
+    expected = dy.numpy() * sig
+    if np.allclose(got, expected, rtol=1e-6, atol=1e-6):
+        _require_custom_gradient(fn, x, what="log_sigmoid")
+        return f"Values {_show(y)}, all finite; gradient {_show(got)} = dy * sigmoid(-x)."
+    if np.allclose(got, sig, atol=1e-6):
+        hint = ("your grad ignores dy: it sends sigmoid(-x) whatever the upstream gradient is\n"
+                "(the bug of section 1). Multiply by dy.")
+    elif np.allclose(got, dy.numpy()):
+        hint = "your grad returns dy unchanged: multiply it by the local derivative."
+    elif np.allclose(got, dy.numpy() * tf.sigmoid(x).numpy(), atol=1e-6):
+        hint = "this is dy * sigmoid(x): the derivative of log(sigmoid(x)) is 1 - sigmoid(x) = sigmoid(-x)."
+    elif not np.all(np.isfinite(got)):
+        hint = "the gradient is not finite everywhere: compute it from sigmoid(-x), which stays in [0, 1]."
+    else:
+        hint = "the backward rule is dy * sigmoid(-x)."
+    raise NotYet(f"for x = {_show(x)} and the upstream dy = {_show(dy)}\nyou send back {_show(got)};\n"
+                 f"dy * sigmoid(-x) is {_show(expected)}.\nHint: {hint}")
 
 
 @self_check
 def check_exercise_2(fn) -> str:
-    """Checks a custom-gradient product ``x * w``: d/dx = dy * w and d/dw = dy * x, for any ``dy``."""
+    """Checks a custom-gradient product ``x * w``: d/dx = dy * w and d/dw = dy * x, for a ``dy`` that is not 1.
+
+    Plain ``x * w`` gives the same numbers by autodiff, so the traced graph must hold a custom
+    gradient of the learner's own.
+    """
     x = tf.constant([1.0, -2.0, 3.0])
     w = tf.constant([0.5, 4.0, -1.0])
     dy = tf.constant([2.0, -1.0, 10.0])
-    with running():
-        with tf.GradientTape() as tape:
-            tape.watch([x, w])
-            y = tf.convert_to_tensor(fn(x, w))
-        gx, gw = tape.gradient(y, [x, w], output_gradients=dy)
+    try:
+        with running():
+            with tf.GradientTape() as tape:
+                tape.watch([x, w])
+                y = tf.convert_to_tensor(fn(x, w))
+            gx, gw = tape.gradient(y, [x, w], output_gradients=dy)
+    except NotYet as not_yet:
+        if "gradients, but returned" not in str(not_yet):
+            raise
+        raise NotYet(f"{not_yet}\nHint: product has two inputs, so grad returns two gradients, one per\n"
+                     "input, in the order of the inputs (bug 2).") from None
     if y.shape != x.shape or not np.array_equal(y.numpy(), (x * w).numpy()):
-        raise NotYet(f"the forward value must be x * w = {(x * w).numpy()}; you return {y.numpy()}.")
-    for name, got, want in (("x", gx, dy * w), ("w", gw, dy * x)):
+        raise NotYet(f"the forward value must be x * w = {_show(x * w)}; you return {_show(y)}.")
+    values = {"x": x.numpy(), "w": w.numpy(), "dy": dy.numpy()}
+    for name, got, want, other in (("x", gx, dy * w, "w"), ("w", gw, dy * x, "x")):
         if got is None:
             raise NotYet(f"no gradient reaches {name} (grad returned None for it).")
-        if not np.allclose(got.numpy(), want.numpy()):
-            raise NotYet(f"for the upstream dy = {dy.numpy()} the gradient w.r.t. {name} is {got.numpy()};\n"
-                         f"the chain rule gives {want.numpy()}.")
-    return (f"d/dx = {gx.numpy()} = dy * w and d/dw = {gw.numpy()} = dy * x.")
+        got, want = got.numpy(), want.numpy()
+        if np.allclose(got, want):
+            continue
+        if np.allclose(got, values[other]):
+            hint = (f"you send {other} itself, whatever dy is: grad forgets the upstream gradient\n"
+                    "(bug 1). Multiply by dy.")
+        elif np.allclose(got, values["dy"] * values[name]):
+            hint = (f"this is dy * {name}: the gradients are swapped. Differentiating x * w by {name} "
+                    f"leaves {other}.")
+        elif np.allclose(got, values["dy"]):
+            hint = f"you send dy unchanged: multiply it by the local derivative of x * w by {name}."
+        else:
+            hint = f"by the chain rule, the gradient w.r.t. {name} is dy times d(x * w)/d{name}."
+        raise NotYet(f"with x = {_show(x)}, w = {_show(w)} and the upstream dy = {_show(dy)},\n"
+                     f"the gradient w.r.t. {name} is {_show(got)}; the chain rule gives {_show(want)}.\n"
+                     f"Hint: {hint}")
+    _require_custom_gradient(fn, x, w, what="product")
+    return f"d/dx = {_show(gx)} = dy * w and d/dw = {_show(gw)} = dy * x."

@@ -4,9 +4,19 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from exercises._harness import NotYet, running, self_check
+from exercises._harness import NotYet, gradient_rules, running, self_check
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
+
+
+def _show(values) -> str:
+    return np.array2string(np.asarray(values), precision=3, floatmode="maxprec", separator=", ",
+                           max_line_width=100)
+
+
+def _where(wrong: np.ndarray, limit: int = 4) -> np.ndarray:
+    """Up to ``limit`` of the positions where ``wrong`` holds: the examples a message shows."""
+    return np.flatnonzero(wrong)[:limit]
 
 
 @tf.custom_gradient
@@ -32,16 +42,44 @@ def check_exercise_1(relu_fn) -> str:
             return y, tape.gradient(y, x, output_gradients=dy)
         with running(f"{mode}, your function"):
             y, sent = run(value_and_gradient)
-        if not np.array_equal(y.numpy(), tf.nn.relu(x).numpy()):
-            raise NotYet("the forward value must be exactly relu(x).")
+        relu_x = tf.nn.relu(x).numpy()
+        if y.shape != x.shape or not np.array_equal(y.numpy(), relu_x):
+            if y.shape != x.shape:
+                raise NotYet(f"the forward value must be relu(x), of x's shape {x.shape}; got shape {y.shape}.")
+            at = _where(y.numpy() != relu_x)
+            raise NotYet(f"the forward value must be exactly relu(x): at x = {_show(x.numpy()[at])}\n"
+                         f"you return {_show(y.numpy()[at])}; relu(x) is {_show(relu_x[at])}.")
         if sent is None:
             raise NotYet("no gradient reaches x. Did a tf.stop_gradient cut the path?")
-        if np.array_equal(sent.numpy(), (dy * tf.cast(x > 0, dy.dtype)).numpy()):
-            raise NotYet("this is the plain ReLU gradient. Guided backprop also drops the negative upstream\n"
-                         "gradients: which fn should gradlab.map_gradient(x, fn) apply to dy?")
-        if not np.allclose(sent.numpy(), want):
-            wrong = int(np.sum(~np.isclose(sent.numpy(), want)))
-            raise NotYet(f"{mode}, the backward pass differs from relu(dy) * [x > 0] at {wrong} of 200 inputs.")
+        got = sent.numpy()
+        if np.allclose(got, want):
+            continue
+        plain = (dy * tf.cast(x > 0, dy.dtype)).numpy()
+        xs, dys = x.numpy(), dy.numpy()
+        if np.array_equal(got, plain):
+            hint = ("this is the plain ReLU gradient: where x > 0 it passes dy < 0 too. Guided backprop also\n"
+                    "drops the negative upstream gradients: which fn should gradlab.map_gradient(x, fn) "
+                    "apply to dy?")
+        elif np.allclose(got, np.maximum(dys, 0.0)):
+            hint = ("this is the deconvnet rule, relu(dy) everywhere: guided backprop also keeps the ReLU's "
+                    "own mask,\nso x receives 0 wherever x <= 0.")
+        elif np.allclose(got, dys):
+            hint = "x receives dy unchanged: the ReLU's own backward pass, its mask [x > 0], is bypassed."
+        else:
+            hint = "guided backprop sends relu(dy) * [x > 0]: dy where both x > 0 and dy > 0, else 0."
+        at = _where(~np.isclose(got, want))
+        raise NotYet(f"{mode}, the backward pass differs from guided backprop at "
+                     f"{int(np.sum(~np.isclose(got, want)))} of 200 inputs, for instance\n"
+                     f"at x        {_show(xs[at])}\nwith dy     {_show(dys[at])}\n"
+                     f"x receives  {_show(got[at])};\nexpected    {_show(want[at])}.\nHint: {hint}")
+    with running("tracing your function in a tf.function (to see how its gradient is built)"):
+        rules = gradient_rules(relu_fn, x)
+    own = [rule for rule in rules if rule.op_type == "IdentityN" and rule.origin
+           and not rule.origin.startswith("gradlab")]
+    if own:
+        raise NotYet("the value and the gradient are right, but the guided rule comes from a custom gradient of\n"
+                     "your own (tf.custom_gradient): the exercise asks for it without one, from\n"
+                     "gradlab.map_gradient and tf.nn.relu only.")
     return ("ReLU forward, guided backward relu(dy) * [x > 0], eagerly and in tf.function.")
 
 
@@ -67,14 +105,34 @@ def check_exercise_2(saliency_fn, images, labels, forward, weights) -> str:
     want = _saliency(forward, weights, images, labels, (relu, relu, _guided_relu))
     if got.shape != want.shape:
         raise NotYet(f"expected maps of shape {want.shape}; got {got.shape}.")
-    if np.allclose(got, _saliency(forward, weights, images, labels, (relu,) * 3), rtol=1e-5, atol=1e-6):
-        raise NotYet("these are plain-gradient maps: no ReLU got the guided gradient. Build the top ReLU\n"
-                     "inside gradlab.gradient_override(...), and differentiate with tf.gradients (a tape opened\n"
-                     "inside a tf.function ignores override maps).")
-    if np.allclose(got, _saliency(forward, weights, images, labels, (_guided_relu,) * 3), rtol=1e-5, atol=1e-6):
-        raise NotYet("these are full guided-backprop maps: all three ReLUs were overridden. Only the ReLU\n"
-                     "created inside the with block gets the override; wrap just the top one.")
+    plain = _saliency(forward, weights, images, labels, (relu,) * 3)
+    full = _saliency(forward, weights, images, labels, (_guided_relu,) * 3)
+
+    def pixel(locate: np.ndarray, other: np.ndarray, name: str) -> str:
+        """Your map, ``other`` and the expected map at the pixel where ``locate`` and the expected differ most."""
+        i = np.unravel_index(int(np.argmax(np.abs(locate - want))), want.shape)
+        where = f"image {i[0]}, pixel {tuple(int(k) for k in i[1:])}"
+        return (f"At {where} your map has {got[i]:.4g}, the {name} map {other[i]:.4g},\n"
+                f"and the map with the guided rule in the top ReLU only {want[i]:.4g}.")
+
+    if np.allclose(got, plain, rtol=1e-5, atol=1e-6):
+        raise NotYet("these are plain-gradient maps: no ReLU got the guided gradient.\n"
+                     f"{pixel(plain, plain, 'plain-gradient')}\nBuild the top ReLU inside "
+                     "gradlab.gradient_override(...), and differentiate with tf.gradients (a tape\n"
+                     "opened inside a tf.function ignores override maps).")
+    if np.allclose(got, full, rtol=1e-5, atol=1e-6):
+        raise NotYet("these are full guided-backprop maps: all three ReLUs were overridden.\n"
+                     f"{pixel(full, full, 'full guided')}\nOnly the ReLU created inside the with block gets "
+                     "the override; wrap just the top one.")
     if not np.allclose(got, want, rtol=1e-5, atol=1e-6):
-        raise NotYet("the maps are neither plain, nor guided, nor guided-in-the-top-layer-only.")
+        raise NotYet("the maps are neither plain, nor guided, nor guided-in-the-top-layer-only.\n"
+                     f"{pixel(got, plain, 'plain-gradient')}\n"
+                     "Is the override's rule the guided one, relu(dy) * [x > 0]?")
+    with running("tracing your saliency function (to find its override)"):
+        rules = gradient_rules(saliency_fn, tf.constant(images), tf.constant(labels))
+    if not any(rule.op_type == "Relu" for rule in rules):
+        raise NotYet("the maps are right, but no Relu op in your saliency function carries an override: the\n"
+                     "guided gradient comes from somewhere else (a custom gradient?). The exercise asks for\n"
+                     "the top ReLU to be built under gradlab.gradient_override.")
     return ("Only the Relu op built inside the override block got the guided gradient:\n"
             "an override map applies to ops *created* in the block, not to every op of the type.")

@@ -37,6 +37,8 @@ def check_exercise_1(scale_and_clip) -> str:
 
     The upstream gradient ``dy`` is chosen (not 1), so a ``grad`` that ignores ``dy`` is caught, and
     so is the wrong order ``factor · clip(dy)``. Never raises: a failing answer prints what to fix.
+    No structural test of the technique is needed: ``clip(factor * dy)`` is not linear in ``dy``, and
+    TensorFlow's own gradients are, so only a custom gradient (the learner's or gradlab's) passes.
     """
     for factor, bound in _SETTINGS:
         with running(f"scale_and_clip(x, {factor}, {bound})"):
@@ -44,7 +46,7 @@ def check_exercise_1(scale_and_clip) -> str:
         if y is None:
             raise NotYet("scale_and_clip returned None. Return op(x), the value of your custom op.")
         if y.shape != _X.shape or not np.array_equal(_bits(y), _bits(_X)):
-            raise NotYet(f"the forward value changed. For x = {_X.numpy()} you return {y.numpy()}; "
+            raise NotYet(f"the forward value changed. For x = {_X.numpy()} you return {y.numpy()};\n"
                          "it must be x, bit for bit (return tf.identity(x) as the value).")
         if gradient is None:
             raise NotYet("no gradient reaches x (tape.gradient returned None). Return the "
@@ -61,10 +63,16 @@ def check_exercise_1(scale_and_clip) -> str:
                     "Scale dy first, then clip.")
         elif np.allclose(got, np.clip(np.full_like(dy, factor), -bound, bound)):
             hint = "your grad ignores dy: the rule must be applied to the upstream gradient dy."
+        elif np.allclose(got, np.float32(factor) * dy):
+            hint = "you scaled dy but did not clip it: the result must stay in [-bound, bound]."
+        elif np.allclose(got, np.clip(dy, -bound, bound)):
+            hint = "you clipped dy but did not scale it by factor first."
+        elif np.allclose(got, -expected):
+            hint = "the sign is flipped: scale by factor itself, not by -factor."
         else:
             hint = "the backward rule is clip(factor * dy, -bound, bound)."
-        raise NotYet(f"with factor={factor}, bound={bound} and upstream dy = {dy}, x receives "
-                     f"{got}; expected {expected}. Hint: {hint}")
+        raise NotYet(f"with factor={factor}, bound={bound} and upstream dy = {dy},\n"
+                     f"x receives {got};\nexpected   {expected}.\nHint: {hint}")
     return ("The forward value is x, bit for bit, and x receives clip(factor * dy, -bound, "
             "bound) for every setting tried.")
 
@@ -93,6 +101,13 @@ def check_exercise_2(your_answer) -> str:
     if np.isclose(answer, 1.0):
         raise NotYet("1.0 is the answer when the clip sits on x, before sin (the plot of section 7). "
                      "Here it sits after sin.\nWhich upstream gradient reaches it first in the backward pass?")
-    else:
-        raise NotYet(f"{answer} is not it. Follow the backward pass from L: what reaches the clip, "
-                     "and what does 2 sin(x) do to it?")
+    if np.isclose(answer, 0.0):
+        raise NotYet("0.0 would mean the clip stops the gradient, but clip_gradient bounds a gradient "
+                     "to [-1, 1];\nit does not cut it. What reaches the clip, and what does 2 sin(x) "
+                     "do to it?")
+    if answer < 0:
+        raise NotYet(f"{answer} has the wrong sign: the clip keeps the sign of the gradient it "
+                     "bounds, and sin x increases at x = 0.\nFollow the backward pass from L: what "
+                     "reaches the clip, and what does 2 sin(x) do to it?")
+    raise NotYet(f"{answer} is not it. Follow the backward pass from L: what reaches the clip, "
+                 "and what does 2 sin(x) do to it?")

@@ -1,8 +1,4 @@
-"""Self-checks for notebook 02 (stop_gradient and straight-through estimators).
-
-Each check runs the learner's function, never raises on a wrong answer, prints "Correct! ..." or
-"Not yet: ..." saying what to fix, and returns True or False.
-"""
+"""Self-checks for notebook 02 (stop_gradient and straight-through estimators)."""
 from __future__ import annotations
 
 import numpy as np
@@ -42,23 +38,31 @@ _OPS = (
 )
 
 
-def _truth(fn, x) -> str:
+def _gradient(fn, x):
+    """``("flows", gradient)``, ``("none", None)`` or ``("missing", None)``: what tape.gradient does."""
     with tf.GradientTape() as tape:
         tape.watch(x)
         y = fn(x)
     try:
         gradient = tape.gradient(y, x)
     except LookupError:
-        return "missing"
-    return "none" if gradient is None else "flows"
+        return "missing", None
+    return ("none", None) if gradient is None else ("flows", gradient)
 
 
-_WHY = {
-    "flows": "tape.gradient returns a tensor for it (perhaps all zeros, like tf.sign's): say 'flows'",
-    "none": "its op registers a gradient that returns None, so tape.gradient returns None: say 'none'",
-    "missing": ("its op registers no gradient at all, so tape.gradient raises LookupError: catch it "
-                "and say 'missing'"),
-}
+def _truth(fn, x) -> str:
+    return _gradient(fn, x)[0]
+
+
+def _why(truth: str, gradient) -> str:
+    if truth == "flows":
+        zeros = " (all zeros: a zero gradient still flows)" if not np.any(gradient.numpy()) else ""
+        return (f"tape.gradient returns the tensor {np.asarray(gradient.numpy())} for it{zeros}: "
+                "say 'flows'")
+    if truth == "none":
+        return "its op registers a gradient that returns None, so tape.gradient returns None: say 'none'"
+    return ("its op registers no gradient at all, so tape.gradient raises LookupError: catch it "
+            "and say 'missing'")
 
 
 @self_check
@@ -71,18 +75,23 @@ def check_exercise_1(gradient_case) -> str:
     """
     for name, fn, values in _OPS:
         x = tf.constant(values)
-        truth = _truth(fn, x)
+        truth, gradient = _gradient(fn, x)
         try:
             with running(f"for {name} your function"):
                 answer = gradient_case(fn, x)
         except NotYet as not_yet:
             if not isinstance(not_yet.__cause__, LookupError):
                 raise
-            raise NotYet(f"{not_yet}. {_WHY['missing'][0].upper() + _WHY['missing'][1:]}.") from None
-        if answer not in CASES:
+            why = _why("missing", None)
+            raise NotYet(f"{not_yet}.\n{why[0].upper() + why[1:]}.") from None
+        if not isinstance(answer, str) or answer.strip().lower() not in CASES:
             raise NotYet(f"for {name} your function returned {answer!r}; return one of {CASES}.")
+        if answer not in CASES:
+            raise NotYet(f"for {name} your function returned {answer!r}; return exactly one of {CASES} "
+                         "(lower case, no spaces).")
         if answer != truth:
-            raise NotYet(f"for {name} you return {answer!r}, but {_WHY[truth]}.")
+            raise NotYet(f"for {name} at x = {np.asarray(values)} you return {answer!r},\n"
+                         f"but {_why(truth, gradient)}.")
     names = ", ".join(f"{name}: {_truth(fn, tf.constant(values))}" for name, fn, values in _OPS)
     return (f"{names}.")
 
@@ -119,9 +128,12 @@ def check_exercise_2(ste) -> str:
         numbers = int(differ.sum()) - zeros
         parts = [f"{numbers:,d} different numbers (by up to {np.abs(value - exact).max():.3g})"] if numbers else []
         parts += [f"{zeros:,d} zeros of the wrong sign (-0.0 versus +0.0)"] if zeros else []
+        i = int(np.argmax(differ & ~((value == 0) & (exact == 0)))) if numbers else int(np.argmax(differ))
         raise NotYet(f"{int(differ.sum()):,d} of 100,000 bit patterns differ from quantize(x): "
-                     f"{' and '.join(parts)}. If you wrote b + tf.stop_gradient(f - b): it rounds (see the Deep "
-                     "dive). Return the tensor f(x) itself as the value.")
+                     f"{' and '.join(parts)};\nfor instance at x = {_number(x.numpy()[i])} you return "
+                     f"{_number(value[i])}, quantize(x) is {_number(exact[i])}.\nIf you wrote "
+                     "b + tf.stop_gradient(f - b): it rounds (see the Deep dive). Return the tensor\n"
+                     "f(x) itself as the value.")
     if gradient is None:
         raise NotYet("the value is exact, but no gradient reaches x (None). Which term carries it?")
     gradient = gradient.numpy()
@@ -129,15 +141,24 @@ def check_exercise_2(ste) -> str:
     expected = np.where(inside, dy.numpy(), 0.0).astype(np.float32)
     if np.array_equal(gradient, expected):
         return ("All 100,000 values are bitwise quantize(x), and dy passes only where |x| <= 1.")
+    wrong = gradient != expected
+    i = int(np.argmax(wrong))
+    example = (f"at x = {_number(x.numpy()[i])} with dy = {_number(dy.numpy()[i])}, x receives "
+               f"{_number(gradient[i])}; expected {_number(expected[i])}")
     if np.array_equal(gradient, dy.numpy()):
-        raise NotYet("the gradient is dy everywhere, the identity's (as with tf.grad_pass_through). "
+        raise NotYet(f"the gradient is dy everywhere, the identity's (as with tf.grad_pass_through):\n{example}.\n"
                      "The saturating STE sends 0 where |x| > 1: use the hard tanh as the backward function.")
     elif np.array_equal(gradient, inside.astype(np.float32)):
-        raise NotYet("the gradient is 1 where |x| <= 1, whatever dy is: does your grad multiply by dy? "
-                     "(notebook 01)")
+        raise NotYet(f"the gradient is 1 where |x| <= 1, whatever dy is:\n{example}.\n"
+                     "Does your grad multiply by dy? (notebook 01)")
     elif not gradient.any():
-        raise NotYet("the gradient is all zeros. It must come from the backward function, the hard tanh.")
+        raise NotYet(f"the gradient is all zeros: {example}.\n"
+                     "It must come from the backward function, the hard tanh.")
     else:
-        wrong = int(np.sum(gradient != expected))
-        raise NotYet(f"the gradient is wrong at {wrong:,d} of 100,000 inputs; expected dy where "
-                     "|x| <= 1 and 0 outside, the hard tanh's gradient times dy.")
+        raise NotYet(f"the gradient is wrong at {int(wrong.sum()):,d} of 100,000 inputs, for instance\n{example}.\n"
+                     "Expected: dy where |x| <= 1 and 0 outside, the hard tanh's gradient times dy.")
+
+
+def _number(value) -> str:
+    """A float32 as it is (up to 9 significant digits: enough to tell two float32 apart)."""
+    return f"{float(value):.9g}"

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 import gradlab
 
-from exercises._harness import NotYet, running, self_check
+from exercises._harness import NotYet, gradient_rules, running, self_check
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
@@ -21,9 +21,47 @@ def triangle_reference(x, upstream):
     return upstream * tf.maximum(tf.constant(0.0, x.dtype), 1.0 - tf.abs(x))
 
 
+def _show(values, precision: int = 3) -> str:
+    return np.array2string(np.asarray(values), precision=precision, floatmode="maxprec", separator=", ",
+                           max_line_width=100)
+
+
+def _where(wrong: np.ndarray, limit: int = 4) -> np.ndarray:
+    """Up to ``limit`` of the positions where ``wrong`` holds, spread over them: the examples a message shows."""
+    positions = np.flatnonzero(wrong)
+    if positions.size <= limit:
+        return positions
+    return positions[np.unique(np.linspace(0, positions.size - 1, limit).round().astype(int))]
+
+
+def _check_forward(x, y, label: str) -> None:
+    step = heaviside(x).numpy()
+    if y.shape != x.shape or not np.array_equal(y.numpy(), step):
+        if y.shape != x.shape:
+            raise NotYet(f"the forward value must be the step, of x's shape {x.shape}; got shape {y.shape}.")
+        at = _where(y.numpy() != step)
+        rounded = ("\nThey differ by a rounding error, as b + tf.stop_gradient(f - b) does: return the step "
+                   "itself\nas the value." if np.abs(y.numpy() - step).max() < 1e-5 else "")
+        raise NotYet(f"the forward value must be exactly the step {label}.\n"
+                     f"At x = {_show(x.numpy()[at])} you return {_show(y.numpy()[at], 9)},\n"
+                     f"the step is {_show(step[at])}.{rounded}")
+
+
+def _require_custom_gradient(fn, x) -> None:
+    with running("tracing your function in a tf.function (to find its @tf.custom_gradient)",
+                 hint="\nThe check traces your function to see how its gradient is built: use "
+                      "TensorFlow ops only, no .numpy()."):
+        rules = gradient_rules(fn, x)
+    if not any(rule.op_type == "IdentityN" for rule in rules):
+        raise NotYet("the value and the gradient are right, but TensorFlow derived this gradient itself\n"
+                     "from the ops of your function (a tf.stop_gradient trick?): the exercise asks for a\n"
+                     "@tf.custom_gradient whose grad(dy) sends the surrogate.")
+
+
 @self_check
 def check_exercise_1(step_fn) -> str:
-    """Checks ``step_fn``: forward exactly H(x); backward ``dy / (1 + (pi x)^2)`` for any upstream ``dy``."""
+    """Checks ``step_fn``: forward exactly H(x); backward ``dy / (1 + (pi x)^2)`` for a random upstream
+    ``dy``, from a custom gradient (a ``tf.stop_gradient`` trick reaches the same numbers without one)."""
     x = tf.constant(np.linspace(-2.5, 2.5, 41, dtype=np.float32))
     dy = tf.constant(np.random.default_rng(7).standard_normal(41).astype(np.float32))
     with running():
@@ -31,30 +69,58 @@ def check_exercise_1(step_fn) -> str:
             tape.watch(x)
             y = tf.convert_to_tensor(step_fn(x))
         sent = tape.gradient(y, x, output_gradients=dy)
-    if not np.array_equal(y.numpy(), heaviside(x).numpy()):
-        raise NotYet("the forward value must be exactly the step tf.cast(x > 0, x.dtype).")
+    _check_forward(x, y, "tf.cast(x > 0, x.dtype)")
     if sent is None:
         raise NotYet("no gradient reaches x, just like the plain step. Wrap the step in tf.custom_gradient.")
-    bump = 1.0 / (1.0 + (np.pi * x.numpy()) ** 2)
-    if np.allclose(sent.numpy(), bump, rtol=1e-5, atol=1e-6):
-        raise NotYet("your backward pass returns the surrogate itself: it ignores dy (the bug of notebook 01, section 1).\n"
-                     "Multiply by dy.")
-    if not np.allclose(sent.numpy(), dy.numpy() * bump, rtol=1e-5, atol=1e-6):
-        raise NotYet("under a random upstream dy, your backward pass does not send dy / (1 + (pi x)^2).")
-    return ("Forward exactly the step; backward dy / (1 + (pi x)^2), the arctan surrogate.")
+    got, xs, dys = sent.numpy(), x.numpy(), dy.numpy()
+    bump = 1.0 / (1.0 + (np.pi * xs) ** 2)
+    expected = dys * bump
+    if np.allclose(got, expected, rtol=1e-5, atol=1e-6):
+        _require_custom_gradient(step_fn, x)
+        return "Forward exactly the step; backward dy / (1 + (pi x)^2), the arctan surrogate."
+    if np.allclose(got, bump, rtol=1e-5, atol=1e-6):
+        hint = ("your backward pass returns the surrogate itself: it ignores dy (the bug of notebook 01,\n"
+                "section 1). Multiply by dy.")
+    elif not got.any():
+        hint = "your grad sends back zeros (the starting point): send dy times the surrogate."
+    elif np.allclose(got, np.pi * expected, rtol=1e-5, atol=1e-6):
+        hint = ("you send pi times too much: the surrogate is the derivative of arctan(pi x) / pi,\n"
+                "and the 1/pi cancels the pi.")
+    elif np.allclose(got, dys, rtol=1e-5, atol=1e-6):
+        hint = "your grad returns dy unchanged (a straight-through identity): multiply dy by the surrogate."
+    else:
+        hint = "the backward pass must send dy / (1 + (pi x)^2)."
+    at = _where(~np.isclose(got, expected, rtol=1e-5, atol=1e-6))
+    raise NotYet(f"under a random upstream dy, x does not receive dy / (1 + (pi x)^2). For instance\n"
+                 f"at x        {_show(xs[at])}\nwith dy     {_show(dys[at])}\n"
+                 f"x receives  {_show(got[at])};\nexpected    {_show(expected[at])}.\nHint: {hint}")
 
 
 @self_check
 def check_exercise_2(fixed_fn) -> str:
-    """Checks the repaired ``non_differentiable`` with ``gradlab.check_gradient`` against the triangle reference."""
+    """Checks the repaired ``non_differentiable`` with ``gradlab.check_gradient`` against the triangle
+    reference; the repair keeps the custom gradient (a ``tf.stop_gradient`` trick is refused)."""
     points = tf.constant([-1.5, -0.6, -0.1, 0.2, 0.7, 1.4])
+    dy = tf.constant([2.0, -1.0, 3.0, 0.5, -2.0, 4.0])
     with running():
         value = tf.convert_to_tensor(fixed_fn(points))
         result = gradlab.check_gradient(fixed_fn, points, reference=triangle_reference)
-    if not np.array_equal(value.numpy(), heaviside(points).numpy()):
-        raise NotYet("keep the forward value: tf.cast(x > 0, x.dtype).")
+        with tf.GradientTape() as tape:
+            tape.watch(points)
+            y = tf.convert_to_tensor(fixed_fn(points))
+        sent = tape.gradient(y, points, output_gradients=dy)
+    _check_forward(points, value, "tf.cast(x > 0, x.dtype), as the source has it")
+    expected = triangle_reference(points, dy).numpy()
+    if sent is None:
+        raise NotYet("no gradient reaches x (tape.gradient returned None): keep the @tf.custom_gradient "
+                     "and its grad.")
+    shown = (f"\nat x                    {_show(points)}\nwith dy                 {_show(dy)}\n"
+             f"x receives              {_show(sent)};\ndy * max(0, 1 - |x|) is {_show(expected)}.")
     if not result.linear_in_upstream:
-        raise NotYet("the gradient still does not scale with the upstream gradient dy. Multiply by dy.")
+        raise NotYet(f"the gradient still does not scale with the upstream gradient dy:{shown}\n"
+                     "Hint: grad sends the same whatever dy is. Multiply by dy.")
     if not result.ok:
-        raise NotYet(f"the gradient scales with dy but is not dy * max(0, 1 - |x|): {result.message.splitlines()[0]}")
-    return (f"check_gradient agrees (max error {result.max_error:.1e}) and the gradient is linear in dy.")
+        raise NotYet(f"the gradient scales with dy but is not dy * max(0, 1 - |x|):{shown}\n"
+                     "Hint: the source's triangle max(0, 1 - |x|) is the surrogate: grad sends dy times it.")
+    _require_custom_gradient(fixed_fn, points)
+    return f"check_gradient agrees (max error {result.max_error:.1e}) and the gradient is linear in dy."

@@ -1,38 +1,75 @@
 """The self-checks of notebook 01 (exercises/custom_gradient.py) accept the answers and explain mistakes."""
 from __future__ import annotations
 
+import numpy as np
+import pytest
 import tensorflow as tf
 
+import gradlab
 from exercises.custom_gradient import check_exercise_1, check_exercise_2
 
 
-@tf.custom_gradient
-def _log_sigmoid(x):
-    y = -(tf.maximum(-x, 0.0) + tf.math.log1p(tf.exp(-tf.abs(x))))
-    return y, lambda dy: dy * tf.sigmoid(-x)
+def _stable(x):
+    return -(tf.maximum(-x, 0.0) + tf.math.log1p(tf.exp(-tf.abs(x))))
 
 
-@tf.custom_gradient
-def _log_sigmoid_forgets_dy(x):
-    y = -(tf.maximum(-x, 0.0) + tf.math.log1p(tf.exp(-tf.abs(x))))
-    return y, lambda dy: tf.sigmoid(-x)
+def _log_sigmoid_with(rule, forward=_stable):
+    @tf.custom_gradient
+    def log_sigmoid(x):
+        return forward(x), lambda dy: rule(x, dy)
+    return log_sigmoid
 
 
-def test_exercise_1_accepts_a_stable_log_sigmoid_and_tensorflows_own(capsys):
+_log_sigmoid = _log_sigmoid_with(lambda x, dy: dy * tf.sigmoid(-x))
+
+
+def test_exercise_1_accepts_a_stable_log_sigmoid_also_in_a_tf_function(capsys):
     assert check_exercise_1(_log_sigmoid).passed is True
     assert capsys.readouterr().out.startswith("Correct!")
-    assert check_exercise_1(tf.math.log_sigmoid).passed is True
+    assert check_exercise_1(tf.function(_log_sigmoid)).passed is True
 
 
-def test_exercise_1_explains_the_naive_version_a_forgotten_dy_and_a_raising_answer(capsys):
-    assert check_exercise_1(lambda x: tf.math.log(tf.sigmoid(x))).passed is False
-    assert "-softplus(-x)" in capsys.readouterr().out
-    assert check_exercise_1(_log_sigmoid_forgets_dy).passed is False
-    assert "Did grad multiply by dy?" in capsys.readouterr().out
+@pytest.mark.parametrize("answer", [tf.math.log_sigmoid, lambda x: -tf.nn.softplus(-x),
+                                    lambda x: gradlab.map_gradient(tf.math.log_sigmoid(x), lambda dy: dy)])
+def test_exercise_1_refuses_a_gradient_tensorflow_derives_itself(answer, capsys):
+    # Autodiff of -softplus(-x) gives dy * sigmoid(-x) too: the exercise asks for a custom gradient.
+    assert check_exercise_1(answer).passed is False
+    out = capsys.readouterr().out
+    assert out.startswith("Not yet") and "TensorFlow derived this gradient" in out
+    assert "@tf.custom_gradient" in out
+
+
+def test_exercise_1_explains_the_naive_version(capsys):
+    assert check_exercise_1(lambda x: tf.math.log(tf.sigmoid(x))).passed is False   # the starting point
+    out = capsys.readouterr().out
+    assert "-softplus(-x)" in out and "-inf" in out and "stable formula" in out
+
+
+@pytest.mark.parametrize("rule, message, sent", [
+    (lambda x, dy: tf.sigmoid(-x), "ignores dy", "[1.    , 0.9933, 0.5   , 0.0067, 0.    ]"),
+    (lambda x, dy: dy, "returns dy unchanged", "[ 2. , -1. ,  0.5,  3. , -2. ]"),
+    (lambda x, dy: dy * tf.sigmoid(x), "this is dy * sigmoid(x)", "[ 0.    , -0.0067,  0.25  ,  2.9799, -2.    ]"),
+])
+def test_exercise_1_explains_a_wrong_grad_with_the_numbers(rule, message, sent, capsys):
+    assert check_exercise_1(_log_sigmoid_with(rule)).passed is False
+    out = capsys.readouterr().out
+    assert message in out and f"you send back {sent}" in out
+    assert "dy * sigmoid(-x) is [ 2.    , -0.9933,  0.25  ,  0.0201, -0.    ]" in out
+
+
+def test_exercise_1_reports_no_gradient_and_a_raising_answer(capsys):
     assert check_exercise_1(lambda x: 1 / 0).passed is False
     assert "ZeroDivisionError" in capsys.readouterr().out
     assert check_exercise_1(lambda x: tf.stop_gradient(tf.math.log_sigmoid(x))).passed is False
     assert "no gradient" in capsys.readouterr().out
+
+
+def test_exercise_1_reports_an_answer_that_cannot_be_traced(capsys):
+    def eager_only(x):
+        return _log_sigmoid(x) + 0.0 * float(np.sum(x.numpy()))    # .numpy() fails in a tf.function
+    assert check_exercise_1(eager_only).passed is False
+    out = capsys.readouterr().out
+    assert "tracing log_sigmoid" in out and "no .numpy()" in out
 
 
 def _product(grad_rule):
@@ -45,15 +82,34 @@ def _product(grad_rule):
 def test_exercise_2_accepts_the_chain_rule(capsys):
     assert check_exercise_2(_product(lambda x, w, dy: (dy * w, dy * x))).passed is True
     assert capsys.readouterr().out.startswith("Correct!")
-    assert check_exercise_2(lambda x, w: x * w).passed is True
 
 
-def test_exercise_2_explains_each_bug(capsys):
-    assert check_exercise_2(_product(lambda x, w, dy: w)).passed is False                  # the starting point
-    assert "expected to return 2 gradients" in capsys.readouterr().out
-    assert check_exercise_2(_product(lambda x, w, dy: (w, x))).passed is False             # forgets dy
-    assert "the chain rule gives" in capsys.readouterr().out
+def test_exercise_2_refuses_a_product_without_a_custom_gradient(capsys):
+    assert check_exercise_2(lambda x, w: x * w).passed is False
+    out = capsys.readouterr().out
+    assert "TensorFlow derived this gradient" in out and "ops of product" in out
+
+
+def test_exercise_2_explains_the_starting_point(capsys):
+    assert check_exercise_2(_product(lambda x, w, dy: w)).passed is False
+    out = capsys.readouterr().out
+    assert "expected to return 2 gradients" in out and "two gradients, one per" in out
+
+
+@pytest.mark.parametrize("rule, message, got", [
+    (lambda x, w, dy: (w, x), "grad forgets the upstream gradient\n(bug 1). Multiply by dy", "[ 0.5,  4. , -1. ]"),
+    (lambda x, w, dy: (dy * x, dy * w), "the gradients are swapped", "[ 2.,  2., 30.]"),
+    (lambda x, w, dy: (dy, dy), "you send dy unchanged", "[ 2., -1., 10.]"),
+])
+def test_exercise_2_explains_each_bug_with_the_numbers(rule, message, got, capsys):
+    assert check_exercise_2(_product(rule)).passed is False
+    out = capsys.readouterr().out
+    assert message in out
+    assert f"the gradient w.r.t. x is {got}; the chain rule gives [  1.,  -4., -10.]" in out
+
+
+def test_exercise_2_reports_a_missing_gradient_and_a_wrong_value(capsys):
     assert check_exercise_2(_product(lambda x, w, dy: (dy * w, None))).passed is False
     assert "no gradient reaches w" in capsys.readouterr().out
     assert check_exercise_2(lambda x, w: x + w).passed is False
-    assert "forward value" in capsys.readouterr().out
+    assert "forward value must be x * w = [ 0.5, -8. , -3. ]; you return [1.5, 2. , 2. ]" in capsys.readouterr().out

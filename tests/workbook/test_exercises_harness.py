@@ -90,3 +90,30 @@ def test_custom_gradient_ops_tells_the_technique_from_the_same_numbers():
     x = tf.constant([0.0, 1.0])
     assert len(custom_gradient_ops(by_hand, x)) == 1
     assert custom_gradient_ops(lambda t: -tf.nn.softplus(-t), x) == []
+
+
+def test_gradient_rules_finds_nested_functions_overrides_and_where_a_grad_comes_from():
+    import gradlab
+    from exercises._harness import gradient_rules
+
+    @tf.custom_gradient
+    def by_hand(x):
+        return -tf.nn.softplus(-x), lambda dy: dy * tf.sigmoid(-x)
+
+    x = tf.constant([0.0, 1.0])
+    # A @tf.function answer builds its ops in a nested function graph: custom_gradient_ops misses it.
+    assert custom_gradient_ops(tf.function(by_hand), x) == []
+    (rule,) = gradient_rules(tf.function(by_hand), x)
+    assert rule.op_type == "IdentityN" and rule.origin == __name__
+    (rule,) = gradient_rules(lambda t: gradlab.map_gradient(t, tf.nn.relu), x)
+    assert rule.op_type == "IdentityN" and rule.origin == "gradlab.ops"
+    assert gradient_rules(lambda t: tf.cond(t[0] > 0, lambda: gradlab.scale_gradient(t, 2.0), lambda: t), x)
+    assert gradient_rules(lambda t: -tf.nn.softplus(-t), x) == []
+
+    name = gradlab.register_gradient(lambda op, g: g, "HarnessTestRelu")
+
+    @tf.function
+    def overridden(t):
+        with gradlab.gradient_override({"Relu": name}):
+            return tf.nn.relu(t)
+    assert [(r.op_type, r.name) for r in gradient_rules(overridden, x)] == [("Relu", "HarnessTestRelu")]

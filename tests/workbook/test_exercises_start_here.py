@@ -39,7 +39,10 @@ def test_exercise_1_accepts_gradlab_ops_chained():
     (custom_op(lambda dy, f, b: dy), "returns dy unchanged"),                                  # the starting point
     (custom_op(lambda dy, f, b: f * tf.clip_by_value(dy, -b, b)), "clipped first, then scaled"),
     (custom_op(lambda dy, f, b: tf.clip_by_value(f * tf.ones_like(dy), -b, b)), "ignores dy"),
-    (custom_op(lambda dy, f, b: f * dy), "clip(factor * dy, -bound, bound)"),
+    (custom_op(lambda dy, f, b: f * dy), "scaled dy but did not clip it"),
+    (custom_op(lambda dy, f, b: tf.clip_by_value(dy, -b, b)), "clipped dy but did not scale it"),
+    (custom_op(lambda dy, f, b: tf.clip_by_value(-f * dy, -b, b)), "sign is flipped"),
+    (custom_op(lambda dy, f, b: tf.clip_by_value(f * dy + 0.5, -b, b)), "clip(factor * dy, -bound, bound)"),
     (custom_op(lambda dy, f, b: tf.clip_by_value(f * dy, -b, b), forward=lambda x: x + 0.0), "bit for bit"),
     (custom_op(lambda dy, f, b: tf.clip_by_value(f * dy, -b, b), forward=lambda x: 2.0 * x), "forward value changed"),
     (lambda x, factor, bound: tf.stop_gradient(x), "no gradient reaches x"),
@@ -49,6 +52,18 @@ def test_exercise_1_explains_typical_mistakes(answer, message, capsys):
     assert check_exercise_1(answer).passed is False
     out = capsys.readouterr().out
     assert out.startswith("Not yet") and message in out
+
+
+@pytest.mark.parametrize("rule, received", [
+    (lambda dy, f, b: dy, "x receives [ 0.1  -0.2   0.5  -2.    0.02]"),
+    (lambda dy, f, b: f * dy, "x receives [ 0.3  -0.6   1.5  -6.    0.06]"),
+    (lambda dy, f, b: f * tf.clip_by_value(dy, -b, b), "x receives [ 0.3  -0.6   1.5  -3.    0.06]"),
+])
+def test_exercise_1_shows_what_x_receives_and_what_it_should(rule, received, capsys):
+    assert check_exercise_1(custom_op(rule)).passed is False
+    out = capsys.readouterr().out
+    assert "factor=3.0, bound=1.0 and upstream dy = [ 0.1  -0.2   0.5  -2.    0.02]" in out
+    assert received in out and "expected   [ 0.3  -0.6   1.   -1.    0.06]" in out
 
 
 def test_exercise_1_does_not_crash_on_a_raising_answer(capsys):
@@ -69,6 +84,8 @@ def test_exercise_2_accepts_the_prediction(answer, capsys):
 @pytest.mark.parametrize("answer, message", [
     (None, "set your_answer"),
     (1.0, "clip sits on x"),
+    (0.0, "does not cut it"),
+    (-2.0, "wrong sign"),
     (0.5, "Follow the backward pass"),
     ("2", "should be a number"),
     (True, "should be a number"),
@@ -78,3 +95,4 @@ def test_exercise_2_explains_wrong_predictions(answer, message, capsys):
     assert check_exercise_2(answer).passed is False
     out = capsys.readouterr().out
     assert out.startswith("Not yet") and message in out
+    assert "2.0" not in out.replace(repr(answer), "")          # never the answer itself

@@ -49,6 +49,7 @@ def test_exercise_1_rejects_the_starting_point(capsys):
     assert check_exercise_1(_starting_point).passed is False
     out = capsys.readouterr().out
     assert out.startswith("Not yet") and "returns None" in out
+    assert "for tf.math.ceil at x = [ 0.3 -1.2  2.   0.5] you return 'flows'" in out
 
 
 def test_exercise_1_explains_an_uncaught_lookup_error(capsys):
@@ -59,7 +60,9 @@ def test_exercise_1_explains_an_uncaught_lookup_error(capsys):
 
 def test_exercise_1_says_zeros_still_flow(capsys):
     assert check_exercise_1(_zeros_as_none).passed is False
-    assert "zeros" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "for tf.sign at x = [ 0.3 -1.2  2.   0.5] you return 'none'" in out
+    assert "returns the tensor [0. 0. 0. 0.] for it (all zeros: a zero gradient still flows)" in out
 
 
 def test_exercise_1_survives_bad_answers(capsys):
@@ -67,6 +70,10 @@ def test_exercise_1_survives_bad_answers(capsys):
     assert "ZeroDivisionError" in capsys.readouterr().out
     assert check_exercise_1(lambda fn, x: None).passed is False
     assert "one of" in capsys.readouterr().out
+    assert check_exercise_1(lambda fn, x: tf.constant("flows")).passed is False
+    assert "one of" in capsys.readouterr().out
+    assert check_exercise_1(lambda fn, x: "Flows").passed is False
+    assert "returned 'Flows'; return exactly one of" in capsys.readouterr().out
 
 
 def _hard_tanh(t):
@@ -112,11 +119,21 @@ def test_exercise_2_counts_the_identity_tricks_lost_values(capsys):
     assert check_exercise_2(lambda x: x + tf.stop_gradient(quantize(x) - x)).passed is False
     out = capsys.readouterr().out
     assert "different numbers (by up to 1)" in out and "zeros of the wrong sign" not in out
+    assert "for instance at x = -65553408 you return 0, quantize(x) is -1." in out
 
 
 def test_exercise_2_rejects_the_identity_gradient(capsys):
     assert check_exercise_2(tf.grad_pass_through(quantize)).passed is False
-    assert "hard tanh" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "hard tanh" in out and "the identity's" in out
+    assert "at x = 28275.4258 with dy = 1.11931372, x receives 1.11931372; expected 0." in out
+
+
+def test_exercise_2_shows_a_wrong_backward_function_with_numbers(capsys):
+    assert check_exercise_2(lambda x: gradlab.straight_through(quantize(x), tf.tanh(x))).passed is False
+    out = capsys.readouterr().out
+    assert "the gradient is wrong at 32,491 of 100,000 inputs" in out
+    assert "at x = -0.0183191188 with dy = 0.90166688, x receives 0.901364386; expected 0.90166688." in out
 
 
 def test_exercise_2_catches_a_grad_that_forgets_dy(capsys):
@@ -125,7 +142,8 @@ def test_exercise_2_catches_a_grad_that_forgets_dy(capsys):
         return quantize(x), lambda dy: tf.cast(tf.abs(x) <= 1.0, x.dtype)
 
     assert check_exercise_2(ste).passed is False
-    assert "multiply by dy" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "multiply by dy" in out and "x receives 1; expected 0.90166688" in out
 
 
 def test_exercise_2_reports_no_gradient_and_bad_answers(capsys):
