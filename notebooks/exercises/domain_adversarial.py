@@ -44,19 +44,36 @@ def check_exercise_1(callback_class) -> str:
         return (f"Over {EPOCHS} epochs of {BATCHES} batches the factor before each step was\n"
                 f"{shown}: the paper's ramp over all {steps} steps.")
     hint = ""
-    if np.allclose(seen, seen[0]):
+    if len(seen) != steps:
+        hint = f"\nThe callback saw {len(seen)} steps, not {steps}: did fit run with your callback?"
+    elif np.allclose(seen, seen[0]):
         hint = "\nThe factor never changed: assign reversal.factor in on_train_batch_begin."
     elif np.allclose(seen[BATCHES:], seen[:BATCHES]):
         hint = ("\nIt starts again at the second epoch: fit's `batch` argument counts the batches of\n"
                 "the current epoch. Count the steps yourself (a counter in the callback).")
+    elif np.allclose(seen[1:], expected[:-1]):
+        hint = ("\nEach value comes one step late: set the factor before the step (on_train_batch_begin), "
+                "from the\nstep about to run.")
+    elif np.allclose(seen, [reversal_factor((i + 1) / steps) for i in range(steps)]):
+        hint = "\nEach value is one step early: the first step runs at p = 0 / total_steps; count from 0."
+    elif all(np.allclose(seen[e * BATCHES:(e + 1) * BATCHES], seen[e * BATCHES]) for e in range(EPOCHS)):
+        hint = "\nIt changes only once an epoch: set it before every step (on_train_batch_begin)."
     raise NotYet(f"over {EPOCHS} epochs of {BATCHES} batches ({steps} steps) the factor before each step was\n"
                  f"{shown}; the ramp is\n{np.array(expected).round(4)}.{hint}")
+
+
+def _first(values) -> str:
+    return str(np.round(np.asarray(values, np.float64).reshape(-1)[:3], 4) + 0.0)
 
 
 @self_check
 def check_exercise_2(domain_logits) -> str:
     """Checks ``domain_logits(features, reversal, domain_head)``: the domain head's logits, with the
-    reversal between the features and the head (the head learns, the features get -factor times)."""
+    reversal between the features and the head (the head learns, the features get -factor times).
+
+    It runs with the layer's factor at 0.5, then at 1.5: a reversal written by hand with a fixed
+    factor, instead of the ``reversal`` layer passed in (whose factor the ramp changes), is refused.
+    """
     keras.utils.set_random_seed(0)
     features = tf.constant(np.random.default_rng(0).normal(size=(4, 3)), tf.float32)
     domains = tf.constant([[0.0], [0.0], [1.0], [1.0]])
@@ -72,25 +89,37 @@ def check_exercise_2(domain_logits) -> str:
         return logits, tape.gradient(loss, [features, *domain_head.trainable_weights])
 
     plain_logits, (g_plain, *head_plain) = gradients(domain_head)
-    with running("domain_logits"):
-        logits, (g_features, *head) = gradients(lambda f: domain_logits(f, reversal, domain_head))
-        logits = np.asarray(logits)
-    if logits.shape != tuple(plain_logits.shape) or not np.allclose(logits, plain_logits.numpy()):
-        raise NotYet(f"the value should be the domain head's logits for the features,\n"
-                     f"{plain_logits.numpy()[:, 0]}; got {logits.reshape(-1)}. The reversal does not change values.")
-    if any(g is None for g in head) or not all(np.allclose(g, h) for g, h in zip(head, head_plain)):
-        reversed_head = all(g is not None and np.allclose(g, -0.5 * h) for g, h in zip(head, head_plain))
-        raise NotYet("the domain head's own weights do not get their plain gradient"
-                     + (": they get it reversed,\nso the head would learn to tell the domains apart worse. Which "
-                     "tensor should carry\nthe reversed gradient: the head's output, or the features?" if reversed_head else "."))
-    if g_features is None or not np.any(g_features):
-        raise NotYet("no gradient reaches the features. That is the source-only observer\n"
-                     "(tf.stop_gradient): the encoder would not learn to hide the domain.")
-    if not np.allclose(g_features, -0.5 * g_plain.numpy(), atol=1e-7):
-        same = np.allclose(g_features, g_plain.numpy())
-        raise NotYet(f"the features receive {np.asarray(g_features)[0]} (first row); with factor 0.5 they should\n"
-                     f"receive -0.5 times the plain gradient, {-0.5 * g_plain.numpy()[0]}."
-                     + ("\nThey get the plain gradient: the encoder would help the domain head." if same else ""))
+    for factor in (0.5, 1.5):
+        reversal.factor = factor
+        setting = "" if factor == 0.5 else f"with reversal.factor set to {factor}, "
+        with running(f"{setting}domain_logits"):
+            logits, (g_features, *head) = gradients(lambda f: domain_logits(f, reversal, domain_head))
+            logits = np.asarray(logits)
+        if logits.shape != tuple(plain_logits.shape) or not np.allclose(logits, plain_logits.numpy()):
+            raise NotYet(f"{setting}the value should be the domain head's logits for the features,\n"
+                         f"{plain_logits.numpy()[:, 0]}; got {logits.reshape(-1)}. The reversal does not change values.")
+        if any(g is None for g in head) or not all(np.allclose(g, h) for g, h in zip(head, head_plain)):
+            got = "None" if head[0] is None else _first(head[0])
+            said = (f"{setting}the domain head's kernel receives {got} (first entries);\nits plain gradient is "
+                    f"{_first(head_plain[0])}")
+            reversed_head = all(g is not None and np.allclose(g, -factor * h) for g, h in zip(head, head_plain))
+            raise NotYet(said + (":\nit gets it reversed, so the head would learn to tell the domains apart worse. "
+                                 "Which tensor\nshould carry the reversed gradient: the head's output, or the features?"
+                                 if reversed_head else ".\nThe head's own weights must get their plain gradient."))
+        if g_features is None or not np.any(g_features):
+            raise NotYet(f"{setting}no gradient reaches the features. That is the source-only observer\n"
+                         "(tf.stop_gradient): the encoder would not learn to hide the domain.")
+        if not np.allclose(g_features, -factor * g_plain.numpy(), atol=1e-7):
+            ratio = float(np.sum(np.asarray(g_features) * g_plain.numpy()) / np.sum(g_plain.numpy() ** 2))
+            if np.allclose(g_features, g_plain.numpy()):
+                hint = "\nThey get the plain gradient: the encoder would help the domain head."
+            elif setting and np.allclose(g_features, -0.5 * g_plain.numpy(), atol=1e-7):
+                hint = ("\nThey get -0.5 times, as with factor 0.5: use the reversal layer passed in, whose "
+                        "factor the\nramp changes during training, not a reversal of your own.")
+            else:
+                hint = f"\nThey get {ratio:.2f} times the plain gradient."
+            raise NotYet(f"{setting}the features receive {np.asarray(g_features)[0]} (first row);\nthey should "
+                         f"receive -{factor} times the plain gradient, {-factor * g_plain.numpy()[0]}.{hint}")
     return (f"The domain head gets its plain gradient (it learns to tell the domains apart),\n"
-            f"and the features get it times -0.5: {np.asarray(g_features)[0]} against {g_plain.numpy()[0]}\n"
-            "(first row), so the encoder learns to hide the domain.")
+            f"and the features get it times -factor (0.5, then 1.5): {np.asarray(g_features)[0]} against\n"
+            f"{g_plain.numpy()[0]} (first row), so the encoder learns to hide the domain.")

@@ -1,6 +1,8 @@
 """Self-checks for notebook 08 (second derivatives and forward mode)."""
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 import tensorflow as tf
 
@@ -22,64 +24,159 @@ def _second_derivative(fn, x: tf.Tensor) -> float:
     return float(outer.gradient(first, x))
 
 
+def _number(name: str, value) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.ndarray, np.generic, tf.Tensor)):
+        raise NotYet(f"both answers should be numbers; {name} is {type(value).__name__} {value!r}.")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise NotYet(f"both answers should be numbers; {name} is {value!r}.") from None
+
+
 @self_check
 def check_exercise_1(on_input, on_output) -> str:
     """Checks predictions of d²y/dx² at x = 1.5 for ``scale_gradient(x, 3) ** 2`` and ``scale_gradient(x ** 2, 3)``.
 
     On the input the factor 3 is applied at both backward passes (3 · 3 · 2 = 18); on the output it
-    multiplies the constant starting gradient once (3 · 2 = 6).
+    multiplies the constant starting gradient once (3 · 2 = 6). A "Not yet" says which prediction
+    is off and what it amounts to (f'' alone, the first derivative, the factor once or twice), and
+    never states either answer.
     """
     if on_input is None or on_output is None:
         raise NotYet("replace both None with your predictions (numbers).")
-    try:
-        on_input, on_output = float(on_input), float(on_output)
-    except (TypeError, ValueError):
-        raise NotYet("both answers should be numbers.") from None
+    on_input, on_output = _number("on_input", on_input), _number("on_output", on_output)
     x = tf.constant(1.5)
     truth_in = _second_derivative(lambda s: gradlab.scale_gradient(s, 3.0) ** 2, x)
     truth_out = _second_derivative(lambda s: gradlab.scale_gradient(s ** 2, 3.0), x)
-    if np.isclose(on_input, truth_in) and np.isclose(on_output, truth_out):
+    right_in, right_out = np.isclose(on_input, truth_in), np.isclose(on_output, truth_out)
+    if right_in and right_out:
         return (f"{truth_in:.1f} on the input (3 * 3 * 2: the second differentiation passes the op again)\n"
                 f"and {truth_out:.1f} on the output (3 * 2: it multiplies the constant starting gradient once).")
     if np.isclose(on_input, truth_out) and np.isclose(on_output, truth_in):
-        raise NotYet("you swapped them. Which placement does the second differentiation pass through?")
-    elif np.isclose(on_input, truth_out):
-        raise NotYet("(on the input): the first derivative 3 * 2s depends on x through s, the op's output.\n"
-                     "Differentiating it again goes back through the op. What does the op do on the way?")
-    else:
-        raise NotYet("f(x) = x^2 has f'' = 2. Count how many times the factor 3 is applied in each case.")
+        raise NotYet(f"on_input = {on_input:g} and on_output = {on_output:g}: you swapped them. Which placement "
+                     "does\nthe second differentiation pass through?")
+    first_derivative = 3.0 * 2.0 * 1.5          # the same for both placements: 3 * 2x at x = 1.5
+    for name, value, right in (("on_input", on_input, right_in), ("on_output", on_output, right_out)):
+        if right:
+            continue
+        if np.isclose(value, first_derivative):
+            raise NotYet(f"({name}): {value:g} is the first derivative, dy/dx at x = 1.5. The exercise asks for "
+                         "the second,\nd²y/dx²: differentiate once more.")
+        if np.isclose(value, 2.0):
+            raise NotYet(f"({name}): {value:g} is f'' of x^2 with no factor at all, but the op multiplies "
+                         "every gradient that\npasses through it by 3. Count how many times the factor 3 is "
+                         "applied.")
+    if not right_in:
+        if np.isclose(on_input, truth_out):
+            raise NotYet(f"(on_input): {on_input:g} applies the factor 3 once. The first derivative 3 * 2s "
+                         "depends on x through\ns, the op's output. Differentiating it again goes back through "
+                         "the op. What does the op do on the way?")
+        raise NotYet(f"(on_input): {on_input:g} is not it. f(x) = x^2 has f'' = 2 at every x. Count how many "
+                     "times the factor 3\nis applied on the way back to x, in each of the two backward passes.")
+    if np.isclose(on_output, truth_in):
+        raise NotYet(f"(on_output): {on_output:g} applies the factor 3 twice. On the output, the op multiplies "
+                     "the starting\ngradient dL/dy = 1, which does not depend on x. Does the second "
+                     "differentiation pass through the op?")
+    raise NotYet(f"(on_output): {on_output:g} is not it. f(x) = x^2 has f'' = 2 at every x. Count how many "
+                 "times the factor 3\nis applied when the op sits on the output.")
 
 
 def _detached(rule):
-    """An identity whose value carries no tangent and whose backward pass sends ``rule(dy)``."""
+    """An identity whose value carries no tangent and whose backward pass sends ``rule(dy)`` (section 8)."""
     @tf.custom_gradient
     def op(t):
         return tf.stop_gradient(t), rule
     return op
 
 
+def _transposed(fn, x, u, *, upstream=None):
+    """The reference: differentiate the VJP with respect to a watched ``w = 1`` (``upstream``: the
+    ``output_gradients`` of that second differentiation; ``None`` forgets them)."""
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            y = fn(x)
+        w = tf.ones_like(y)
+        outer.watch(w)
+        vjp = inner.gradient(y, x, output_gradients=w)
+    return outer.gradient(vjp, w, output_gradients=upstream).numpy()
+
+
+def _vjp(fn, x, w):
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = fn(x)
+    return tape.gradient(y, x, output_gradients=w).numpy()
+
+
+def _forward_mode(fn, x, u):
+    with tf.autodiff.ForwardAccumulator(primals=x, tangents=u) as accumulator:
+        y = fn(x)
+    return accumulator.jvp(y, unconnected_gradients=tf.UnconnectedGradients.ZERO).numpy()
+
+
+def _hint(name, fn, x, u, result) -> str:
+    """The typical mistake a wrong ``result`` on the case ``name`` matches, or "" if none."""
+    def same(other):
+        return other is not None and np.allclose(result, other, rtol=1e-5, atol=1e-6)
+    if same(u.numpy()) and name == "tf.sin":
+        return "That is u, the tangent unchanged (the starting point)."
+    if same(u.numpy()) and name != "detached: clip_by_norm(dy, 1)":
+        return ("That is u, the JVP of a plain identity: forward mode (ForwardAccumulator) ignores the\n"
+                "gradient op (section 7). Transpose the VJP by hand.")
+    if same(_transposed(fn, x, u, upstream=None)):
+        return "That is J times ones: pass output_gradients=u to the second differentiation (with respect to w)."
+    if same(_vjp(fn, x, tf.ones_like(x)) * u.numpy()):
+        return ("That is the VJP of ones times u, which is J u only when J is diagonal (an elementwise\n"
+                "function). Differentiate the VJP with respect to the watched w instead.")
+    if same(_vjp(fn, x, u)):
+        return "That is the VJP J^T u (reverse mode), not the JVP J u. Transpose it: differentiate with respect to w."
+    if same(_forward_mode(fn, x, u)):
+        return "That is what ForwardAccumulator gives here. Transpose the VJP by hand instead."
+    if name == "detached: clip_by_norm(dy, 1)":
+        return ("This rule is not linear in dy, so only the transposed VJP gives this answer: its derivative at\n"
+                "w = 1 (section 8). You found J u another way (a Jacobian, or forward mode?): differentiate\n"
+                "the VJP with respect to the watched w, with output_gradients=u.")
+    return ""
+
+
 @self_check
 def check_exercise_2(jvp_by_transposing) -> str:
-    """Checks ``jvp_by_transposing(fn, x, u)`` against the transpose of reverse mode on three functions.
+    """Checks ``jvp_by_transposing(fn, x, u)`` against the transpose of reverse mode on five functions.
 
-    The right answer differentiates the VJP ``J^T w`` with respect to a watched ``w`` (with
-    ``output_gradients=u``), which gives ``J u`` for every rule linear in ``dy``.
+    The right answer differentiates the VJP ``J^T w`` with respect to a watched ``w = 1`` (with
+    ``output_gradients=u``), which gives ``J u`` for every rule linear in ``dy``. A cumulative sum
+    (a Jacobian that is not diagonal) refuses "the gradient times u" and the VJP ``J^T u``; a
+    rule that is not linear in ``dy`` (section 8's ``clip_by_norm``), whose transpose is its
+    derivative at ``w = 1``, refuses answers that reach ``J u`` without transposing (a Jacobian).
     """
     x = tf.constant([0.3, -0.6, 1.2])
     u = tf.constant([1.0, 2.0, 3.0])
+    w_hat = np.ones(3) / np.sqrt(3.0)
     cases = {
         "tf.sin": (tf.sin, np.cos(x.numpy()) * u.numpy()),
         "scale_gradient(x, 5)": (lambda t: gradlab.scale_gradient(t, 5.0), 5.0 * u.numpy()),
         "surrogate_step(x)": (gradlab.surrogate_step, np.maximum(0.0, 1.0 - np.abs(x.numpy())) * u.numpy()),
+        "tf.cumsum(scale_gradient(x, 5))": (lambda t: tf.cumsum(gradlab.scale_gradient(t, 5.0)),
+                                            5.0 * np.cumsum(u.numpy())),
+        "detached: clip_by_norm(dy, 1)": (_detached(lambda dy: tf.clip_by_norm(dy, 1.0)),
+                                         (u.numpy() - w_hat * (w_hat @ u.numpy())) / np.sqrt(3.0)),
     }
     for name, (fn, expected) in cases.items():
         with running(f"on {name} your function"):
             result = jvp_by_transposing(fn, x, u)
             result = None if result is None else np.asarray(result, np.float64)
         if result is None:
-            raise NotYet(f"on {name} your function returned None. Did the outer tape watch w?")
-        if result.shape != expected.shape or not np.allclose(result, expected, rtol=1e-5, atol=1e-6):
-            raise NotYet(f"on {name} you get {result}, the transpose of reverse mode is {expected}.")
+            raise NotYet(f"on {name} your function returned None. Did the outer tape watch w, and does\n"
+                         "the VJP depend on w (output_gradients=w in the inner gradient)?")
+        if result.shape != expected.shape:
+            raise NotYet(f"on {name}, with x and u of shape {tuple(x.shape)}, your function returns shape "
+                         f"{result.shape}:\nthe JVP has the shape of y.")
+        if not np.allclose(result, expected, rtol=1e-5, atol=1e-6):
+            hint = _hint(name, fn, x, u, result)
+            raise NotYet(f"on {name}, at x = {x.numpy()} with u = {u.numpy()},\nyou get "
+                         f"{np.round(result, 4) + 0.0}; the transpose of reverse mode is {np.round(expected, 4) + 0.0}."
+                         + (f"\n{hint}" if hint else ""))
     source_rule = _detached(lambda dy: tf.maximum(0.0, 1.0 - tf.abs(x)))    # answer 6: ignores dy
     try:
         transposed = jvp_by_transposing(source_rule, x, u)

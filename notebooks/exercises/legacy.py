@@ -9,34 +9,80 @@ from exercises._harness import NotYet, running, self_check
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
 
+def _gradient_overrides(graph) -> list[tuple[str, str]]:
+    """``(op type, gradient name)`` of every op in ``graph`` (and the functions it calls) whose gradient
+    is looked up under another name: an override map sets it on the op it redirects (``"Relu"``,
+    ``"Identity"``...), ``tf.custom_gradient`` on the ``IdentityN`` op it wraps its outputs in."""
+    graph_def = graph.as_graph_def()
+    nodes = list(graph_def.node) + [node for function in graph_def.library.function for node in function.node_def]
+    return [(node.op, node.attr["_gradient_op_type"].s.decode()) for node in nodes if "_gradient_op_type" in node.attr]
+
+
+def _traced_overrides(fn, x) -> list[tuple[str, str]]:
+    """The overrides ``fn`` builds when traced in a ``tf.function`` (none if it cannot be traced)."""
+    try:
+        graph = tf.function(fn, autograph=False).get_concrete_function(tf.TensorSpec.from_tensor(x)).graph
+    except Exception:  # an eager-only answer: it gave the right numbers; there is nothing to refuse it on
+        return []
+    return _gradient_overrides(graph)
+
+
 @self_check
 def check_exercise_1(fn) -> str:
-    """Checks fn(x) inside a tf.function: the value of relu(x), and the gradient of leaky ReLU(0.1)."""
+    """Checks fn(x) inside a tf.function: the value of relu(x), and the gradient of leaky ReLU(0.1).
+
+    ``tf.gradients`` runs with an upstream gradient other than ones, so a gradient function that
+    ignores ``grad`` is caught. The exercise practises the override map: a ``Relu`` op in the traced
+    graph must carry an overridden gradient, so a ``tf.custom_gradient`` or a stop_gradient trick
+    that reaches the same numbers is refused.
+    """
     xs = tf.constant([-2.0, -0.5, 0.5, 2.0])
+    dy = tf.constant([2.0, -3.0, 0.5, 4.0])
 
     @tf.function
     def run(x):
         y = tf.convert_to_tensor(fn(x))
-        return y, tf.gradients(y, x)[0]
+        return y, tf.gradients(y, x, grad_ys=dy)[0]
 
     with running("your function", last=True):
         y, grad = run(xs)
-    if not np.array_equal(y.numpy(), tf.nn.relu(xs).numpy()):
+    if y.shape != xs.shape or not np.array_equal(y.numpy(), tf.nn.relu(xs).numpy()):
         raise NotYet(f"the forward value must stay relu(x) = {tf.nn.relu(xs).numpy()}; you return {y.numpy()}.")
-    grad = np.zeros(4, np.float32) if grad is None else grad.numpy()
-    expected = np.where(xs.numpy() > 0, 1.0, 0.1).astype(np.float32)
-    if np.array_equal(grad, [0.0, 0.0, 1.0, 1.0]):
-        raise NotYet(f"the gradient {grad} is ReLU's own; the override is not applied. Is the op type\n"
-                     "spelled 'Relu', and is tf.nn.relu created inside the with block?")
-    elif not np.allclose(grad, expected):
-        raise NotYet(f"the gradient at x = {xs.numpy()} is {grad}; expected {expected}\n"
-                     "(upstream gradient times 1 where x > 0, times 0.1 elsewhere).")
-    return f"Forward relu(x), gradient {grad}: a leaky-ReLU gradient behind an exact ReLU."
+    grad = np.zeros(4, np.float32) if grad is None else grad.numpy() + 0.0      # no -0.0 shown
+    upstream, positive = dy.numpy(), xs.numpy() > 0
+    expected = upstream * np.where(positive, 1.0, 0.1).astype(np.float32)
+    overrides = _gradient_overrides(run.get_concrete_function(xs).graph)
+    said = f"at x = {xs.numpy()} with the upstream gradient {upstream},\nx receives {grad}"
+    if np.allclose(grad, expected):
+        if any(op_type == "Relu" for op_type, _ in overrides):
+            return f"Forward relu(x), gradient {grad}: a leaky-ReLU gradient behind an exact ReLU."
+        how = ("it comes from a tf.custom_gradient" if any(op_type == "IdentityN" for op_type, _ in overrides)
+               else "it comes from other ops' own gradients (a stop_gradient trick?)")
+        raise NotYet(f"the gradient is right, but no Relu op in your function has its gradient overridden:\n{how}.\n"
+                     "This exercise practises the legacy route: create tf.nn.relu inside\n"
+                     "gradlab.gradient_override({'Relu': fn}), with fn(op, grad) computing the gradient.")
+    if np.allclose(grad, upstream * positive):
+        raise NotYet(f"{said}, ReLU's own gradient: the override is not applied.\nIs the op type spelled 'Relu', "
+                     "and is tf.nn.relu created inside the with block?")
+    if np.allclose(grad, np.where(positive, 1.0, 0.1)):
+        hint = "Your fn ignores grad: multiply the leaky slope by it."
+    elif np.allclose(grad, upstream):
+        hint = "Your fn returns grad unchanged: multiply it by 0.1 where x <= 0."
+    elif np.allclose(grad, upstream * np.where(positive, 0.1, 1.0)):
+        hint = "The slopes are swapped: 1 where x > 0, 0.1 elsewhere."
+    else:
+        hint = "The rule is grad times 1 where x > 0, times 0.1 elsewhere."
+    raise NotYet(f"{said}; expected {expected}.\n{hint}")
 
 
 @self_check
 def check_exercise_2(fn) -> str:
-    """Checks that fn(x) is an identity whose gradient is clip_by_value(dy, -0.1, 0.1), eagerly."""
+    """Checks that fn(x) is an identity whose gradient is clip_by_value(dy, -0.1, 0.1), eagerly.
+
+    The exercise ports the legacy map to TF 2, so an answer that still overrides an op's gradient
+    with a map (wrapped in a ``tf.function``, where a tape outside it honours the map) is refused,
+    by the overrides in its traced graph.
+    """
     x = tf.constant([3.0, -1.0, 0.5, 2.0])
     dy = tf.constant([1.0, -0.05, -4.0, 0.07])
     with running():
@@ -44,15 +90,29 @@ def check_exercise_2(fn) -> str:
             tape.watch(x)
             y = tf.convert_to_tensor(fn(x))
         grad = tape.gradient(y, x, output_gradients=dy)
-    if not np.array_equal(y.numpy(), x.numpy()):
-        raise NotYet(f"the forward value must be x = {x.numpy()} exactly; you return {y.numpy()}.")
+    if y.shape != x.shape or not np.array_equal(y.numpy(), x.numpy()):
+        raise NotYet(f"the forward value must be x = {x.numpy()} exactly; you return {y.numpy()}."
+                     + ("\nClip the gradient, not the value." if np.allclose(y.numpy(), np.clip(x.numpy(), -0.1, 0.1))
+                        else ""))
     if grad is None:
         raise NotYet("no gradient reaches x. Did the forward pass go through NumPy?")
-    expected = np.clip(dy.numpy(), -0.1, 0.1)
-    if np.array_equal(grad.numpy(), dy.numpy()):
-        raise NotYet(f"the gradient {grad.numpy()} is the upstream gradient, unclipped: in eager mode\n"
-                     "the override map is silently ignored (section 4). Use tf.custom_gradient or gradlab.")
-    elif not np.allclose(grad.numpy(), expected):
-        raise NotYet(f"for the upstream gradient {dy.numpy()} you send back {grad.numpy()};\n"
-                     f"clip_by_value(dy, -0.1, 0.1) is {expected}.")
-    return f"Eager, forward unchanged, upstream {dy.numpy()} clipped to {grad.numpy()}."
+    expected, got, upstream = np.clip(dy.numpy(), -0.1, 0.1), grad.numpy(), dy.numpy()
+    said = f"for the upstream gradient {upstream} you send back {got}"
+    if np.array_equal(got, upstream):
+        raise NotYet(f"{said},\nthe upstream gradient, unclipped: in eager mode the override map is silently "
+                     "ignored (section 4).\nUse tf.custom_gradient or gradlab.")
+    if not np.allclose(got, expected):
+        if np.allclose(got, np.clip(np.ones_like(upstream), -0.1, 0.1)):
+            hint = "\nYour grad ignores dy: clip the upstream gradient itself."
+        elif np.allclose(got, 0.1 * upstream):
+            hint = "\nThat scales dy by 0.1: clip it to [-0.1, 0.1] instead."
+        else:
+            hint = ""
+        raise NotYet(f"{said};\nclip_by_value(dy, -0.1, 0.1) is {expected}.{hint}")
+    mapped = sorted({op_type for op_type, _ in _traced_overrides(fn, x) if op_type != "IdentityN"})
+    if mapped:
+        raise NotYet(f"the gradient is clipped here, but your function still overrides the gradient of "
+                     f"{', '.join(mapped)} with a map:\nonly a tape outside the tf.function that builds the op "
+                     "honours it; a tape inside one\n(Keras' fit) ignores it (section 4). Port it: "
+                     "tf.custom_gradient or gradlab need no map.")
+    return f"Eager, forward unchanged, upstream {upstream} clipped to {got}."

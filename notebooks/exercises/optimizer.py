@@ -1,6 +1,8 @@
 """Self-checks for notebook 07 (optimizer-level changes)."""
 from __future__ import annotations
 
+import re
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -14,46 +16,146 @@ _CASES = (
     ([[3.0, 4.0], [[0.0, 12.0]]], 6.5),
     ([[0.3, 0.4], [[0.0, 1.2]]], 6.5),
 )
+#: The name scopes of tf.clip_by_global_norm and tf.linalg.global_norm (tf.global_norm) in a graph.
+_LIBRARY_SCOPE = re.compile(r"(?:^|/)(clip_by_global_norm|global_norm)(?:_\d+)?/")
 
 
 def _as_tensors(result) -> list:
     return [tf.convert_to_tensor(r, tf.float32) for r in result]
 
 
+def _close(result, expected) -> bool:
+    return all(np.allclose(r, e, rtol=1e-5, atol=1e-6) for r, e in zip(result, expected))
+
+
+def _library_calls(fn, grads, max_norm) -> set:
+    """Which of tf.clip_by_global_norm / tf.linalg.global_norm ``fn`` calls, from a traced graph.
+
+    An answer that cannot be traced (one that calls ``.numpy()``, say) gives no evidence: empty set.
+    """
+    specs = [tf.TensorSpec.from_tensor(g) for g in grads]
+    try:
+        traced = tf.function(lambda gs: fn(list(gs), max_norm), autograph=False)
+        graph = traced.get_concrete_function(specs).graph
+    except Exception:  # an eager-only answer: it passed the numbers, nothing to refuse it on
+        return set()
+    found = set()
+    for op in graph.get_operations():
+        match = _LIBRARY_SCOPE.search(op.name + "/")
+        if match:
+            found.add("tf.clip_by_global_norm" if match.group(1) == "clip_by_global_norm"
+                      else "tf.linalg.global_norm")
+    return found
+
+
+def _shown(tensors) -> str:
+    return str([np.round(t.numpy().astype(np.float64), 4).tolist() for t in tensors])
+
+
+def _hint(result, grads, max_norm) -> str:
+    """Names the typical mistake behind a wrong result (never the code of the answer)."""
+    squares = sum(float(tf.reduce_sum(g * g)) for g in grads)
+    norm = squares ** 0.5
+    if _close(result, [tf.clip_by_norm(g, max_norm) for g in grads]):
+        norms = ", ".join(f"{float(tf.norm(g)):.1f}" for g in grads)
+        return (f"that is per-variable clipping: each tensor is clipped on its own (norms {norms}),\n"
+                "which turns the direction. Use one factor for all tensors, computed from the global\n"
+                f"norm sqrt(sum of all squares) = {norm:.1f}.")
+    flat_g = np.concatenate([g.numpy().ravel() for g in grads])
+    flat_r = np.concatenate([r.numpy().ravel() for r in result])
+    nonzero = flat_g != 0
+    ratios = flat_r[nonzero] / flat_g[nonzero]
+    if not np.allclose(flat_r[~nonzero], 0.0) or not np.allclose(ratios, ratios[0], rtol=1e-5):
+        return "multiply every tensor by the same factor min(1, max_norm / global norm)."
+    factor, expected = float(ratios[0]), min(1.0, max_norm / norm)
+    said = f"you multiplied every tensor by {factor:.4f}; the factor is min(1, {max_norm} / {norm:.1f}) = {expected:.4f}"
+    if np.isclose(factor, 1.0):
+        return f"{said}:\nthe global norm {norm:.1f} is above max_norm, so the gradients must shrink."
+    if np.isclose(factor, max_norm / norm):
+        return (f"{said}:\nthe global norm {norm:.1f} is below max_norm, so the gradients stay as they are. "
+                "Did you forget the min(1, ...)?")
+    if np.isclose(factor, min(1.0, max_norm / squares)):
+        return f"{said}.\nYou divided by the sum of squares, {squares:.2f}: the global norm is its square root."
+    per_tensor = sum(float(tf.norm(g)) for g in grads)
+    if np.isclose(factor, min(1.0, max_norm / per_tensor)):
+        return (f"{said}.\nYou added the tensors' norms ({per_tensor:.1f}): the global norm is the square "
+                "root of the sum of\nall squares, over all tensors.")
+    if np.isclose(factor, norm / max_norm) or np.isclose(factor, min(1.0, norm / max_norm)):
+        return f"{said}:\nthe ratio is upside down (global norm / max_norm)."
+    return f"{said}."
+
+
 @self_check
 def check_exercise_1(fn) -> str:
-    """Checks ``fn(grads, max_norm)`` against ``tf.clip_by_global_norm`` above and below ``max_norm``.
+    """Checks ``fn(grads, max_norm)``, global-norm clipping written by hand, above and below ``max_norm``.
 
     The right answer multiplies every gradient by one factor, ``min(1, max_norm / global_norm)``
-    with ``global_norm = sqrt(sum of the squares of all elements of all tensors)``. Per-variable
-    clipping (``tf.clip_by_norm`` on each tensor) is recognised and explained.
+    with ``global_norm = sqrt(sum of the squares of all elements of all tensors)``, computed without
+    ``tf.clip_by_global_norm`` or ``tf.linalg.global_norm`` (the exercise asks for it by hand; a
+    traced graph shows their name scopes). Per-variable clipping, a missing ``min``, a missing
+    square root and a sum of per-tensor norms are recognised and explained.
     """
     for values, max_norm in _CASES:
         grads = [tf.constant(v) for v in values]
-        with running():
-            result = _as_tensors(fn(list(grads), max_norm))
+        with running(f"your function on gradients {values}, max_norm {max_norm}"):
+            result = fn(list(grads), max_norm)
+            result = None if result is None else _as_tensors(result)
+        if result is None:
+            raise NotYet("your function returned None: return the list of clipped gradients.")
         expected = tf.clip_by_global_norm(grads, max_norm)[0]
         if len(result) != len(expected) or any(r.shape != e.shape for r, e in zip(result, expected)):
-            raise NotYet("return one tensor per gradient, each with its gradient's shape.")
-        if all(np.allclose(r.numpy(), e.numpy(), rtol=1e-5, atol=1e-6) for r, e in zip(result, expected)):
+            raise NotYet(f"return one tensor per gradient, each with its gradient's shape: for shapes "
+                         f"{[tuple(g.shape) for g in grads]}\nyou returned {[tuple(r.shape) for r in result]}.")
+        if _close(result, expected):
             continue
-        per_variable = [tf.clip_by_norm(g, max_norm) for g in grads]
-        if all(np.allclose(r.numpy(), p.numpy(), rtol=1e-5, atol=1e-6) for r, p in zip(result, per_variable)):
-            raise NotYet("that is per-variable clipping (each tensor on its own). Use one factor for all\n"
-                         "tensors, computed from the global norm sqrt(sum of all squares).")
-        else:
-            norm = float(tf.linalg.global_norm(grads))
-            raise NotYet(f"for gradients with global norm {norm:.1f} and max_norm {max_norm} you return\n"
-                         f"{[r.numpy().tolist() for r in result]}, expected {[e.numpy().tolist() for e in expected]}.")
+        norm = float(tf.linalg.global_norm(grads))
+        raise NotYet(f"for gradients {values} (global norm {norm:.1f}) and max_norm {max_norm} you return\n"
+                     f"{_shown(result)}, expected {_shown(expected)}.\n"
+                     f"Hint: {_hint(result, grads, max_norm)}")
+    used = _library_calls(fn, [tf.constant(v) for v in _CASES[0][0]], _CASES[0][1])
+    if used:
+        raise NotYet(f"the numbers are right, but your function calls {' and '.join(sorted(used))}.\n"
+                     "The exercise asks you to compute the global norm and the factor yourself, from the\n"
+                     "squares of the gradients' elements.")
     return ("One factor min(1, max_norm / global norm) for every tensor: gradients with global\n"
             "norm 13 were halved, those with global norm 1.3 were left alone.")
 
 
-def _probe_variables() -> list:
-    """The trainable variables of notebook 07's model shape: 'hidden' Dense(4), then 'out' Dense(1)."""
-    inputs = keras.Input((3,))
-    hidden = keras.layers.Dense(4, activation="tanh", name="hidden")(inputs)
-    return keras.Model(inputs, keras.layers.Dense(1, name="out")(hidden)).trainable_variables
+def _probe_variables(inputs: int, out_units: int) -> list:
+    """The trainable variables of notebook 07's model shape: 'hidden' Dense(4), then 'out' Dense(out_units)."""
+    x = keras.Input((inputs,))
+    hidden = keras.layers.Dense(4, activation="tanh", name="hidden")(x)
+    return keras.Model(x, keras.layers.Dense(out_units, name="out")(hidden)).trainable_variables
+
+
+def _one_probe(transform, variables, setting: str) -> None:
+    """Runs ``transform`` on gradients 1, 2, 3, 4 times ones; ``setting`` opens a message ("" for the first)."""
+    grads = [tf.ones_like(v) * (i + 1) for i, v in enumerate(variables)]
+    with running(f"{setting}your transform" if setting else "your transform"):
+        result = transform(list(grads), list(variables))
+        result = None if result is None else _as_tensors(result)
+    if result is None:
+        raise NotYet("your transform returned None: return the list of gradients, one per variable.")
+    if len(result) != len(grads):
+        raise NotYet(f"{setting}return one gradient per variable ({len(grads)}); you returned {len(result)}.")
+    for variable, grad, got in zip(variables, grads, result):
+        factor = 0.1 if variable.path.startswith("hidden/") else 1.0
+        if got.shape != grad.shape:
+            raise NotYet(f"{setting}the gradient of {variable.path} has shape {tuple(grad.shape)}; you "
+                         f"returned shape {tuple(got.shape)}.")
+        if not np.allclose(got.numpy(), factor * grad.numpy()):
+            ratio = float(np.mean(got.numpy() / grad.numpy()))
+            if setting:
+                hint = ("It passed in the notebook's model:\ndoes your transform go by position or by shape? "
+                        "Tell the layers apart by variable.path.")
+            elif factor == 1.0 and np.isclose(ratio, 0.1):
+                hint = "Only the hidden layer is slowed down: tell the layers apart by variable.path."
+            elif factor == 0.1 and np.isclose(ratio, 1.0) and variable.path.endswith("bias"):
+                hint = "The bias is part of the hidden layer too: select by the layer's part of variable.path."
+            else:
+                hint = "Tell the layers apart by variable.path."
+            raise NotYet(f"{setting}the gradient of {variable.path} should be multiplied by {factor}, but it "
+                         f"was\nmultiplied by {ratio:.2f}. {hint}")
 
 
 @self_check
@@ -62,22 +164,12 @@ def check_exercise_2(transform) -> str:
 
     The gradients are ``1, 2, 3, 4`` times ones for ``hidden/kernel``, ``hidden/bias``,
     ``out/kernel`` and ``out/bias``; the answer must return ``0.1`` times the first two and the
-    last two unchanged, as a list with one gradient per variable.
+    last two unchanged, as a list with one gradient per variable. A second model has the layers'
+    variables in the other order and of equal shapes, so only an answer that reads
+    ``variable.path`` passes (not one that goes by position or by shape).
     """
-    variables = _probe_variables()
-    grads = [tf.ones_like(v) * (i + 1) for i, v in enumerate(variables)]
-    with running("your transform"):
-        result = _as_tensors(transform(list(grads), variables))
-    if len(result) != len(grads):
-        raise NotYet(f"return one gradient per variable ({len(grads)}); you returned {len(result)}.")
-    for variable, grad, got in zip(variables, grads, result):
-        factor = 0.1 if variable.path.startswith("hidden/") else 1.0
-        if got.shape != grad.shape:
-            raise NotYet(f"the gradient of {variable.path} has shape {tuple(grad.shape)}; you returned "
-                         f"shape {tuple(got.shape)}.")
-        if not np.allclose(got.numpy(), factor * grad.numpy()):
-            ratio = float(np.mean(got.numpy() / grad.numpy()))
-            raise NotYet(f"the gradient of {variable.path} should be multiplied by {factor}, but it was\n"
-                         f"multiplied by {ratio:.2f}. Tell the layers apart by variable.path.")
+    _one_probe(transform, _probe_variables(3, 1), "")
+    _one_probe(transform, _probe_variables(4, 4)[::-1],
+               "with the variables in another order (out/ first) and both kernels 4 x 4,\n")
     return ("hidden/kernel and hidden/bias get 0.1 of their gradient, out/kernel and out/bias all of it.\n"
             "(With SGD this is a 10 times smaller learning rate for the hidden layer.)")

@@ -27,42 +27,74 @@ def _fair_ratio_reference(log, technique, baseline="none"):
     return float(np.median([r[technique] / r[baseline] for r in by_round.values()]))
 
 
-def _made_up_log(seed):
+def _made_up_log(seed, technique="scale"):
     generator = np.random.default_rng(seed)
     log = [{"round": 0, "technique": "none", "seconds": 0.9},            # warm-up: tracing + compiling
-           {"round": 0, "technique": "scale", "seconds": 0.3}]
+           {"round": 0, "technique": technique, "seconds": 0.3}]
     for r in range(1, 8):
         load = 3.0 if r in (2, 5) else 1.0                               # two busy rounds
         base = 0.010 * load * generator.uniform(0.98, 1.02)
         log.append({"round": r, "technique": "none", "seconds": base})
-        log.append({"round": r, "technique": "scale", "seconds": base * generator.uniform(1.01, 1.05)})
+        log.append({"round": r, "technique": technique, "seconds": base * generator.uniform(1.01, 1.05)})
     generator.shuffle(log)
     return log
 
 
+def _summaries(log, technique) -> list:
+    """What the typical mistakes compute, each with its hint (the right answer is not among them)."""
+    def seconds(name, warm):
+        return [r["seconds"] for r in log if r["technique"] == name and (warm or r["round"] >= 1)]
+
+    def per_round(warm):
+        times = {}
+        for r in log:
+            if warm or r["round"] >= 1:
+                times.setdefault(r["round"], {})[r["technique"]] = r["seconds"]
+        return [t[technique] / t["none"] for t in times.values()]
+
+    warm_up = "it includes the warm-up (round 0), where tracing and compiling dominate. Leave round 0 out."
+    unpaired = ("it divides a summary of one technique's times by a summary of the other's.\n"
+                "Divide within each round first (same round, same load), then take the median.")
+    return [
+        (np.mean(seconds(technique, True)) / np.mean(seconds("none", True)), warm_up),
+        (np.median(seconds(technique, True)) / np.median(seconds("none", True)), warm_up),
+        (float(np.median(per_round(True))), warm_up),
+        (float(np.mean(per_round(True))), warm_up),
+        (np.median(seconds(technique, False)) / np.median(seconds("none", False)), unpaired),
+        (np.mean(seconds(technique, False)) / np.mean(seconds("none", False)), unpaired),
+        (float(np.mean(per_round(False))), "that is the mean of the per-round ratios: take their median, "
+                                           "which one disturbed round\ncannot move."),
+        (1.0 / _fair_ratio_reference(log, technique), "that is none / technique: the ratio is upside down."),
+    ]
+
+
 @self_check
 def check_exercise_1(fair_ratio) -> str:
-    """Checks fair_ratio(log, technique) on two made-up logs against the rules of section 3."""
-    for seed in (1, 2):
-        log = _made_up_log(seed)
-        expected = _fair_ratio_reference(log, "scale")
-        with running():
-            answer = float(fair_ratio(log, "scale"))
+    """Checks fair_ratio(log, technique) on two made-up logs against the rules of section 3.
+
+    The second log names its technique "clip", so an answer must use its ``technique`` argument.
+    """
+    for seed, technique in ((1, "scale"), (2, "clip")):
+        log = _made_up_log(seed, technique)
+        expected = _fair_ratio_reference(log, technique)
+        with running(f'fair_ratio(log, "{technique}")',
+                     hint=f'\n(This log\'s technique is "{technique}": does your function use its technique argument?)'
+                     if technique != "scale" else ""):
+            answer = fair_ratio(log, technique)
+        if answer is None:
+            raise NotYet(f'fair_ratio(log, "{technique}") returned None: return the ratio, a number.')
+        try:
+            answer = float(answer)
+        except (TypeError, ValueError):
+            raise NotYet(f'fair_ratio(log, "{technique}") should return one number; it returned '
+                         f"{type(answer).__name__} {answer!r}.") from None
         if abs(answer - expected) <= 1e-9:
             continue
-        def seconds(name, warm, log=log):
-            return [r["seconds"] for r in log if r["technique"] == name and (warm or r["round"] >= 1)]
-        if abs(answer - np.mean(seconds("scale", True)) / np.mean(seconds("none", True))) < 1e-9 or \
-                abs(answer - np.median(seconds("scale", True)) / np.median(seconds("none", True))) < 1e-9:
-            raise NotYet(f"{answer:.4f} includes the warm-up (round 0), where tracing and compiling\n"
-                         "dominate. Leave round 0 out.")
-        elif abs(answer - np.median(seconds("scale", False)) / np.median(seconds("none", False))) < 1e-9 or \
-                abs(answer - np.mean(seconds("scale", False)) / np.mean(seconds("none", False))) < 1e-9:
-            raise NotYet(f"{answer:.4f} divides a summary of one technique's times by a summary of the\n"
-                         "other's. Divide within each round first (same round, same load), then take the median.")
-        else:
-            raise NotYet(f"{answer:.4f} is not the median over rounds 1+ of the per-round ratio "
-                         "scale / none.")
+        hint = next((text for value, text in _summaries(log, technique) if abs(answer - value) < 1e-9),
+                    f"take the median, over rounds 1 and later, of seconds({technique}) / seconds(none) "
+                    "in the same round.")
+        raise NotYet(f'fair_ratio(log, "{technique}") is {answer:.4f}; the median over rounds 1+ of the '
+                     f"per-round ratio\n{technique} / none is {expected:.4f}.\nHint: {hint}")
     return (f"The median per-round ratio is {expected:.4f}: the warm-up is out, and the two busy\n"
             "rounds, three times slower for both techniques, give ordinary ratios.")
 
@@ -79,11 +111,19 @@ def quantize_numpy(x):
     return quantize(x)
 
 
+#: Points where 4x is a half (0.5, 1.5, -0.5, -2.5): np.round and tf.round round them to even.
+_HALVES = np.array([0.125, 0.375, -0.125, -0.625], np.float32)
+
+
 @self_check
 def check_exercise_2(quantize) -> str:
-    """Checks that quantize(x) compiles with XLA, rounds to quarters bitwise and passes dy straight through."""
-    x = tf.constant(np.linspace(-2.0, 2.0, 37, dtype=np.float32) + np.float32(0.01))
-    dy = tf.constant(np.arange(1, 38, dtype=np.float32))
+    """Checks that quantize(x) compiles with XLA, rounds to quarters bitwise and passes dy straight through.
+
+    XLA compiling the step is the evidence that no Python runs in it. The points include halves of
+    a quarter, which round to even (``tf.round``; ``floor(4x + 0.5)`` rounds them up).
+    """
+    x = tf.constant(np.concatenate([np.linspace(-2.0, 2.0, 37, dtype=np.float32) + np.float32(0.01), _HALVES]))
+    dy = tf.constant(np.arange(1, x.shape[0] + 1, dtype=np.float32))
 
     def value_and_gradient(t):
         with tf.GradientTape() as tape:
@@ -95,14 +135,31 @@ def check_exercise_2(quantize) -> str:
     try:
         y, grad = compiled(x)
     except Exception as exc:  # report, never crash
-        raise NotYet(f"XLA cannot compile it ({short_reason(exc)}).\n"
+        raise NotYet(f"XLA cannot compile it:\n{short_reason(exc)}.\n"
                      "Write the forward pass with TensorFlow ops.") from exc
-    expected = np.round(x.numpy() * 4) / 4
-    if not np.array_equal(y.numpy(), expected):
-        raise NotYet(f"it compiles, but the values differ from np.round(4x)/4 at "
-                     f"{int(np.sum(y.numpy() != expected))} of {x.shape[0]} points.")
-    if grad is None or not np.array_equal(grad.numpy(), dy.numpy()):
-        raise NotYet("the values are right, but the gradient is not passed straight through\n"
-                     "(expected dL/dx = dL/dy). tf.round alone has no gradient.")
+    xs = x.numpy()
+    expected = np.round(xs * 4) / 4
+    if y is None or y.shape != x.shape:
+        raise NotYet(f"quantize(x) should have the shape of x, {tuple(x.shape)}; it has "
+                     f"{None if y is None else tuple(y.shape)}.")
+    wrong = np.flatnonzero(y.numpy() != expected)
+    if wrong.size:
+        i = wrong[0]
+        half = " (4x is a half: np.round rounds it to even)" if xs[i] in _HALVES else ""
+        raise NotYet(f"it compiles, but the values differ from np.round(4x)/4 at {wrong.size} of {x.shape[0]} "
+                     f"points:\nat x = {xs[i]:g}{half} you return {y.numpy()[i]:g}, expected {expected[i]:g}.")
+    if grad is None:
+        raise NotYet("the values are right, but no gradient reaches x (expected dL/dx = dL/dy):\n"
+                     "tf.round alone has no gradient. Pass the gradient straight through.")
+    got, want = grad.numpy(), dy.numpy()
+    if not np.array_equal(got, want):
+        if np.allclose(got, 1.0):
+            hint = " Your gradient is 1 everywhere: does it pass dy on, or ignore it?"
+        elif np.allclose(got, 0.0):
+            hint = " The gradient is zero: tf.round's own. Pass the gradient straight through."
+        else:
+            hint = ""
+        raise NotYet(f"the values are right, but the gradient is not passed straight through: for upstream\n"
+                     f"dy = {want[:4]}... x receives {got[:4]}... (expected dL/dx = dL/dy).{hint}")
     return ("It compiles with XLA, rounds to quarters bitwise, and passes the gradient straight\n"
             "through. No Python in the step any more, so XLA can fuse it with its neighbours.")

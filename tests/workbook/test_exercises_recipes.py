@@ -1,6 +1,7 @@
 """The self-checks of notebook 13 (exercises/recipes.py) accept the answers and explain mistakes."""
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from exercises.recipes import _example_slices, check_exercise_1, check_exercise_2
@@ -22,18 +23,36 @@ def test_exercise_1_accepts_the_double_where_and_a_custom_gradient(capsys):
     assert check_exercise_1(_double_where_log).passed is True
     assert capsys.readouterr().out.startswith("Correct!")
     assert check_exercise_1(_custom_safe_log).passed is True
+    assert check_exercise_1(lambda x: tf.math.log(tf.where(x > 0, x, 1.0))).passed is True   # log(1) = 0 already
 
 
-def test_exercise_1_explains_mistakes(capsys):
-    assert check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(x), 0.0)).passed is False        # the starting point
-    assert "NaN or infinite at x = 0 (eagerly)" in capsys.readouterr().out
+def test_exercise_1_explains_the_starting_point(capsys):
+    assert check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(x), 0.0)).passed is False
+    assert "eagerly, the gradient is NaN or infinite at x = 0." in capsys.readouterr().out
+
+
+def test_exercise_1_refuses_an_epsilon_or_a_clamp(capsys):
+    """log(x + eps) and log(max(x, eps)) give a finite gradient; only at tiny x does the value show them."""
+    assert check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(x + 1e-8), 0.0)).passed is False
+    out = capsys.readouterr().out
+    assert "at x = 1e-37 safe_log returns -18.4207; expected log(x) = -85.1956" in out
+    assert "An epsilon or a clamp changes log near 0" in out
+    assert check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(tf.maximum(x, 1e-30)), 0.0)).passed is False
+    assert "returns -69.0776; expected log(x) = -85.1956" in capsys.readouterr().out
+    assert check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(x + 1e-38), 0.0)).passed is False
+    assert "NaN or infinite at x = 0" in capsys.readouterr().out              # an eps too small for 1/eps
+
+
+def test_exercise_1_explains_wrong_values_and_gradients(capsys):
     assert check_exercise_1(lambda x: tf.math.log(tf.maximum(x, 1e-30))).passed is False
-    assert "values are not log(x)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "at x = -2 safe_log returns -69.0776; expected 0." in out and "Where x <= 0 the value is 0" in out
     assert check_exercise_1(lambda x: tf.stop_gradient(_double_where_log(x))).passed is False
     assert "no gradient reaches x" in capsys.readouterr().out
     wrong_slope = lambda x: 2.0 * _double_where_log(x) - tf.stop_gradient(_double_where_log(x))  # noqa: E731
     assert check_exercise_1(wrong_slope).passed is False
-    assert "not dy / x" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "with the upstream gradient dy = 1.5 at x = 0.25, x receives 12;\nexpected 6 (dy / x" in out
     assert check_exercise_1(lambda x: 1 / 0).passed is False
     assert "ZeroDivisionError" in capsys.readouterr().out
 
@@ -47,7 +66,8 @@ def _forgets_dy(x):
 
 def test_exercise_1_refuses_a_custom_gradient_that_forgets_dy(capsys):
     assert check_exercise_1(_forgets_dy).passed is False
-    assert "does your grad multiply by dy?" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "dy = 1.5 at x = 0.25, x receives 4;\nexpected 6" in out and "does your grad multiply by dy?" in out
 
 
 def _one_row_per_id(slices):
@@ -60,22 +80,51 @@ def test_exercise_2_accepts_merged_rows(capsys):
     out = capsys.readouterr().out
     assert out.startswith("Correct!") and "ids [0, 1, 4]" in out
 
+    def in_numpy(slices):                       # eagerly, no table-sized tensor: fine
+        ids, position = np.unique(slices.indices.numpy(), return_inverse=True)
+        values = np.zeros((len(ids), 2), np.float32)
+        np.add.at(values, position, slices.values.numpy())
+        return tf.IndexedSlices(tf.constant(values), tf.constant(ids), slices.dense_shape)
+    assert check_exercise_2(in_numpy).passed is True
+
+
+def test_exercise_2_refuses_a_dense_copy_of_the_table(capsys):
+    """Gathering the looked-up rows from a dense copy gives the right IndexedSlices at the table's memory cost."""
+    def via_dense(slices):
+        ids, _ = tf.unique(slices.indices)
+        return tf.IndexedSlices(tf.gather(tf.convert_to_tensor(slices), ids), ids, slices.dense_shape)
+    assert check_exercise_2(via_dense).passed is False
+    out = capsys.readouterr().out
+    assert "builds a tensor the size of the whole table,\n[8, 2] (UnsortedSegmentSum)" in out
+
+    def via_scatter(slices):
+        ids, _ = tf.unique(slices.indices)
+        table = tf.scatter_nd(tf.expand_dims(slices.indices, 1), slices.values, slices.dense_shape)
+        return tf.IndexedSlices(tf.gather(table, ids), ids, slices.dense_shape)
+    assert check_exercise_2(via_scatter).passed is False
+    assert "[8, 2] (ScatterNd)" in capsys.readouterr().out
+
 
 def test_exercise_2_explains_mistakes(capsys):
     assert check_exercise_2(lambda s: s).passed is False                                           # the starting point
-    assert "indices still repeat" in capsys.readouterr().out
+    assert "indices still repeat ([4, 1, 4, 4, 0, 1])" in capsys.readouterr().out
     assert check_exercise_2(tf.convert_to_tensor).passed is False
-    assert "return a tf.IndexedSlices" in capsys.readouterr().out
+    assert "return a tf.IndexedSlices (got EagerTensor)" in capsys.readouterr().out
     first_rows = lambda s: tf.IndexedSlices(tf.gather(s.values, [0, 1, 4]), tf.constant([4, 1, 0]), s.dense_shape)  # noqa: E731
     assert check_exercise_2(first_rows).passed is False
-    assert "sum the repeated rows" in capsys.readouterr().out
-    whole_table = lambda s: tf.IndexedSlices(tf.convert_to_tensor(s), tf.range(6), s.dense_shape)  # noqa: E731
+    out = capsys.readouterr().out
+    assert "for id 1 it holds [ 0.5 -1. ]" in out and "the 2 rows looked up for id 1 add up to [0.5 3. ]" in out
+    assert "sum the repeated rows" in out
+    whole_table = lambda s: tf.IndexedSlices(tf.convert_to_tensor(s), tf.range(8), s.dense_shape)  # noqa: E731
     assert check_exercise_2(whole_table).passed is False                                          # no repeats, but every id
     assert "rows only for the ids looked up ([0, 1, 4])" in capsys.readouterr().out
+    assert check_exercise_2(lambda s: tf.IndexedSlices(s.values, s.indices, tf.constant([6, 2]))).passed is False
+    assert "dense shape is [6, 2]; the table's is [8, 2]" in capsys.readouterr().out
     assert check_exercise_2(lambda s: s.nothing).passed is False
     assert "AttributeError" in capsys.readouterr().out
 
 
-def test_the_example_gradient_repeats_ids():
-    indices = _example_slices().indices.numpy().tolist()
-    assert len(set(indices)) < len(indices)
+def test_the_example_gradient_repeats_ids_and_leaves_table_rows_unused():
+    slices = _example_slices()
+    indices = slices.indices.numpy().tolist()
+    assert len(set(indices)) < len(indices) and int(slices.dense_shape[0]) > len(indices)
