@@ -4,9 +4,14 @@ The staging tests run everywhere (no Sphinx needed). The site tests need ``build
 ``make book``: locally they skip without it; under CI (``CI`` set) a missing book is a failure,
 and ``.ci/run`` builds it before ``make test``. The browser test serves the site from
 ``python -m http.server`` on 127.0.0.1 (stopped by its own PID) and drives Debian's chromium.
+
+What the site must do, page by page: its download button gives its repository file byte for
+byte (the real ``.ipynb``; ``README.md`` for the landing page), every link into the repository
+(source buttons, Colab and Binder launch buttons, links in the text) names a tracked file.
 """
 from __future__ import annotations
 
+import html.parser
 import importlib.util
 import json
 import os
@@ -14,6 +19,7 @@ import re
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -25,9 +31,19 @@ ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "build" / "book"
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
-_spec = importlib.util.spec_from_file_location("build_book", ROOT / "tools" / "build_book.py")
-build_book = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(build_book)
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+build_book = _load("build_book", ROOT / "tools" / "build_book.py")
+# Each page's repository file: what its download button gives and its source button shows.
+SOURCES = {"index": "README.md", "api": "docs/api.md", "execution_modes": "docs/execution_modes.md",
+           **{f"notebooks/{p.stem}": f"notebooks/{p.name}" for p in NOTEBOOKS}}
 
 
 # --- staging -----------------------------------------------------------------------------------
@@ -104,6 +120,119 @@ def test_book_has_a_page_per_notebook_and_the_whole_api():
     assert build_book.broken_links(BOOK) == []
 
 
+class _Page(html.parser.HTMLParser):
+    """A built page: its links, images and inline code (with what encloses each)."""
+
+    VOID = {"img", "br", "meta", "link", "input", "hr", "source", "wbr"}
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(convert_charrefs=True)
+        self.path = path
+        self.links: list[dict] = []          # {"href", "class"}
+        self.images: list[dict] = []         # {"src", "alt"}
+        self.code: list[dict] = []           # inline <code>: {"text", "href", "heading"}
+        self._stack: list[tuple[str, dict]] = []
+        self.feed(path.read_text(errors="replace"))
+
+    def handle_starttag(self, tag, attrs):
+        attrs = {k: v or "" for k, v in attrs}
+        if tag == "a" and "href" in attrs:
+            self.links.append({"href": attrs["href"], "class": attrs.get("class", "")})
+        if tag == "img":
+            self.images.append({"src": attrs.get("src", ""), "alt": attrs.get("alt")})
+        if tag == "code" and not any(t == "pre" for t, _ in self._stack):
+            enclosing = [a for t, a in self._stack if t == "a"]
+            self.code.append({"text": "", "href": enclosing[-1].get("href") if enclosing else None,
+                              "api_link": bool(enclosing) and "api-link" in enclosing[-1].get("class", ""),
+                              "heading": any(re.fullmatch(r"h[1-6]", t) for t, _ in self._stack)})
+        if tag not in self.VOID:
+            self._stack.append((tag, attrs))
+
+    def handle_endtag(self, tag):
+        for i in range(len(self._stack) - 1, -1, -1):
+            if self._stack[i][0] == tag:
+                del self._stack[i:]
+                break
+
+    def handle_data(self, data):
+        if any(t == "code" for t, _ in self._stack) and self.code and not any(t == "pre" for t, _ in self._stack):
+            self.code[-1]["text"] += data
+
+
+def book_pages() -> dict[str, _Page]:
+    """Every page of the book (not the theme's templates), by its name (``notebooks/00_start_here``)."""
+    return {str(page.relative_to(BOOK).with_suffix("")): _Page(page) for page in sorted(BOOK.rglob("*.html"))
+            if "_static" not in page.relative_to(BOOK).parts}
+
+
+def tracked_files() -> set[str]:
+    try:
+        listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout: the repository's files are unknown")
+    return set(listed.splitlines())
+
+
+def test_every_page_downloads_and_shows_its_repository_file():
+    require_book()
+    pages = book_pages()
+    assert set(SOURCES) <= set(pages), f"pages missing: {set(SOURCES) - set(pages)}"
+    assert set(pages) - set(SOURCES) == {"genindex", "search", "py-modindex"}, "a new page needs its repository file"
+    for name, path in SOURCES.items():
+        page = pages[name]
+        downloads = [a["href"] for a in page.links if "btn-download-source-button" in a["class"]]
+        assert len(downloads) == 1, f"{name}: one download button, found {downloads}"
+        target = (page.path.parent / urllib.parse.unquote(downloads[0])).resolve()
+        assert target.is_file(), f"{name}: the download button gives {downloads[0]}, not a file"
+        assert target.read_bytes() == (ROOT / path).read_bytes(), f"{name}: the download is not {path} as stored"
+        assert target.name == Path(path).name
+        if path.endswith(".ipynb"):
+            assert json.loads(target.read_text())["cells"], f"{name}: the download is not a notebook"
+        sources = [a["href"] for a in page.links if "btn-source-file-button" in a["class"]]
+        assert sources == [f"{build_book.REPOSITORY}/blob/main/{path}?plain=1"], f"{name}: source button {sources}"
+        assert not [a for a in page.links if "download-notebook-button" in a["class"]]
+    published = {str(p.relative_to(BOOK / "_sources")) for p in (BOOK / "_sources").rglob("*") if p.is_file()}
+    assert published == set(SOURCES.values()), "_sources holds the repository files of the pages, nothing else"
+
+
+def test_every_link_into_the_repository_names_a_tracked_file():
+    require_book()
+    tracked = tracked_files()
+    folders = {str(parent) for path in tracked for parent in Path(path).parents}
+    repository = re.escape(build_book.REPOSITORY)
+    forms = [  # (pattern, what the path must be)
+        (rf"{repository}/(?:blob|edit|raw)/main/([^?#]+)(?:\?plain=1)?(?:#.*)?", "file"),
+        (rf"{repository}/tree/main/([^?#]+)(?:#.*)?", "folder"),
+        (rf"{repository}/actions/workflows/([^/?#]+)(?:/badge\.svg)?", "workflow"),
+        (rf"{repository}/?", "repository"),
+        (r"https://colab\.research\.google\.com/github/gradlab/gradlab/blob/main/([^?#]+\.ipynb)", "file"),
+        (r"https://mybinder\.org/v2/gh/gradlab/gradlab/main\?urlpath=lab/tree/([^&#]+\.ipynb)", "file"),
+    ]
+    seen = 0
+    for name, page in book_pages().items():
+        for url in [a["href"] for a in page.links] + [i["src"] for i in page.images]:
+            if not re.match(rf"{repository}|https://colab\.research\.google\.com/github/|https://mybinder\.org/v2/", url):
+                continue
+            found = [(re.fullmatch(pattern, url), kind) for pattern, kind in forms if re.fullmatch(pattern, url)]
+            if not found:
+                pytest.fail(f"{name}: {url} is no known form of a link into the repository")
+            match, kind = found[0]
+            seen += 1
+            if kind == "file":
+                assert match.group(1) in tracked, f"{name}: {url} names {match.group(1)}, not a tracked file"
+            elif kind == "folder":
+                assert match.group(1).rstrip("/") in folders, f"{name}: {url} names no tracked folder"
+            elif kind == "workflow":
+                assert f".github/workflows/{match.group(1)}" in tracked, f"{name}: {url} names no workflow"
+        if name.startswith("notebooks/"):
+            path = SOURCES[name]
+            assert f"{build_book.REPOSITORY.replace('https://github.com', 'https://colab.research.google.com/github')}" \
+                   f"/blob/main/{path}" in [a["href"] for a in page.links], f"{name}: no Colab launch button"
+            assert f"https://mybinder.org/v2/gh/gradlab/gradlab/main?urlpath=lab/tree/{path}" in \
+                   [a["href"] for a in page.links], f"{name}: no Binder launch button"
+    assert seen > 50
+
+
 @pytest.fixture
 def site():
     require_book()
@@ -149,3 +278,4 @@ def test_a_notebook_page_renders_maths_an_image_a_collapsed_solution_and_navigat
             assert page.locator("h1").first.inner_text().startswith("01")
         finally:
             browser.close()
+

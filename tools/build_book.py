@@ -12,6 +12,8 @@ Steps, all local (nothing is downloaded and no notebook is executed):
    - every image output gets alt text: the cell's ``metadata.gradlab.alt`` if set, else the first
      sentence of the Markdown cell above it (its caption).
    Relative links to files that are not pages of the book point to the repository on GitHub.
+   The Sphinx side (docs/conf.py, docs/_ext/gradlab_book.py): the download and "Show source"
+   buttons of each page give the page's repository file (README.md for the landing page).
 2. ``sphinx-build -W --keep-going`` into ``build/book`` (warnings are errors, including MyST's
    "cross-reference target not found").
 3. Check every internal link and image of the built site (file and ``#anchor``).
@@ -154,7 +156,8 @@ class _Links(html.parser.HTMLParser):
 
 
 def broken_links(out: Path) -> list[str]:
-    """Every internal href/src of the site that names a missing file or a missing #anchor."""
+    """Every internal href/src of the site that names a missing file or a missing #anchor (or a
+    folder without an index page, such as the empty ``_sources/`` a download button once gave)."""
     pages = {}
     for page in out.rglob("*.html"):
         if "_static" in page.relative_to(out).parts:
@@ -169,7 +172,9 @@ def broken_links(out: Path) -> list[str]:
             if parts.scheme or parts.netloc or link.startswith(("mailto:", "javascript:")):
                 continue
             target = (page.parent / urllib.parse.unquote(parts.path)).resolve() if parts.path else page
-            if not target.exists():
+            if target.is_dir() and not (target / "index.html").is_file():
+                broken.append(f"{page.relative_to(out.resolve())}: {link} (a folder without index.html)")
+            elif not target.exists():
                 broken.append(f"{page.relative_to(out.resolve())}: {link}")
             elif parts.fragment and target in pages and parts.fragment not in pages[target].ids:
                 broken.append(f"{page.relative_to(out.resolve())}: {link} (no such anchor)")
