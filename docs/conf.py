@@ -4,7 +4,7 @@ The book is built from a staging folder (build/book-src) that tools/build_book.p
 README (as the landing page), the notebooks as stored, the API reference and a table of contents.
 Notebooks are never executed here: strict nbval already keeps their stored outputs current.
 The book's own extension (docs/_ext/gradlab_book.py) points each page's download and source
-buttons at its repository file.
+buttons at its repository file and fails the build on an image without alt text.
 """
 import os
 import sys
@@ -25,7 +25,7 @@ extensions = [
     "sphinx.ext.napoleon",    # Google-style Args/Returns/Raises sections
     "sphinx.ext.mathjax",
     "sphinx-mathjax-offline",  # MathJax 3 copied into the site: the maths renders with no CDN
-    "gradlab_book",           # docs/_ext: download/source buttons give repository files
+    "gradlab_book",           # docs/_ext: download/source buttons give repository files; alt text check
 ]
 root_doc = "index"
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]

@@ -7,7 +7,8 @@ and ``.ci/run`` builds it before ``make test``. The browser test serves the site
 
 What the site must do, page by page: its download button gives its repository file byte for
 byte (the real ``.ipynb``; ``README.md`` for the landing page), every link into the repository
-(source buttons, Colab and Binder launch buttons, links in the text) names a tracked file.
+(source buttons, Colab and Binder launch buttons, links in the text) names a tracked file, every
+image has alt text of its own.
 """
 from __future__ import annotations
 
@@ -44,6 +45,8 @@ build_book = _load("build_book", ROOT / "tools" / "build_book.py")
 # Each page's repository file: what its download button gives and its source button shows.
 SOURCES = {"index": "README.md", "api": "docs/api.md", "execution_modes": "docs/execution_modes.md",
            **{f"notebooks/{p.stem}": f"notebooks/{p.name}" for p in NOTEBOOKS}}
+# Alt text that is a file name or a path (what an HTML writer falls back to without alt text).
+PATH_LIKE = re.compile(r"\S*[/\\]\S*|\S+\.(png|jpe?g|gif|svg|webp)", re.I)
 
 
 # --- staging -----------------------------------------------------------------------------------
@@ -68,12 +71,14 @@ def test_staged_notebook_hides_what_jupyterlab_hides_and_gives_every_image_alt_t
         assert after["source"] == before["source"], "staging never changes code"
         hidden = before["metadata"].get("jupyter", {}).get("source_hidden", False)
         assert ("hide-cell" in after["metadata"].get("tags", [])) == hidden
+        images = [mime for output in after["outputs"] for mime in build_book.IMAGES if mime in output.get("data", {})]
         for output in after["outputs"]:
             assert build_book.WIDGET not in output.get("data", {}), "live widget views are dropped"
-            for mime in build_book.IMAGES:
-                if mime in output.get("data", {}):
-                    alt = output["metadata"][mime]["alt"]
-                    assert len(alt) > 10 and alt != "Figure", f"weak alt text {alt!r}"
+        if images:
+            # Where MyST-NB reads an image's alt text (it ignores the output's own metadata).
+            alt = after["metadata"]["mystnb"]["image"]["alt"]
+            assert len(alt) > 10 and alt != "Figure" and not PATH_LIKE.fullmatch(alt), f"weak alt text {alt!r}"
+            assert alt == before["metadata"].get("gradlab", {}).get("alt", alt), "metadata.gradlab.alt wins"
 
 
 def test_links_to_files_outside_the_book_point_to_the_repository():
@@ -90,6 +95,29 @@ def test_caption_is_the_first_sentence_of_the_markdown_above():
     cells = [{"cell_type": "markdown", "source": ["## 3 · A plot\n", "The **gradient** of $f$ is clipped. More."]},
              {"cell_type": "code", "source": [], "outputs": []}]
     assert build_book.caption(cells, 1) == "The gradient of f is clipped."
+
+
+def _cells(above: str, below: str | None = None) -> list[dict]:
+    cells = [{"cell_type": "markdown", "source": [above]}, {"cell_type": "code", "source": [], "outputs": []}]
+    return cells + ([{"cell_type": "markdown", "source": [below]}] if below is not None else [])
+
+
+def test_figure_alt_is_the_sentence_about_the_picture_above_or_below_it():
+    # Above: what the picture is of, then the sentence that describes it; code keeps its underscores,
+    # maths is spoken, a table and an earlier section of the same cell are left out.
+    above = ("| a | b |\n|---|---|\n| 1 | 2 |\n\n## 7 · Forward against gradient\n\n"
+             "Put `clip_gradient` at the input of $f(x) = 2\\sin x$. It is cheap. "
+             "Left, the forward values; right, the gradient in bold over the plain one.")
+    assert build_book.figure_alt(_cells(above), 1) == (
+        "Put clip_gradient at the input of f(x) = 2 sin x. "
+        "Left, the forward values; right, the gradient in bold over the plain one.")
+    # A caption placed under its figure, when the prose above does not describe it.
+    cells = _cells("Accuracy is measured on the target points.",
+                   "Every seed is better. The picture (seed 3) shows how: the boundary bends around both tips.\n\n## 5 · Next")
+    assert build_book.figure_alt(cells, 1) == "The picture (seed 3) shows how: the boundary bends around both tips."
+    # Nothing describes a picture: the first sentence above; never longer than the limit.
+    assert build_book.figure_alt(_cells("Train for 20 steps. Then look."), 1) == "Train for 20 steps."
+    assert len(build_book.figure_alt(_cells("The plot " + "word " * 200), 1)) <= 302
 
 
 # --- the built site ----------------------------------------------------------------------------
@@ -231,6 +259,32 @@ def test_every_link_into_the_repository_names_a_tracked_file():
             assert f"https://mybinder.org/v2/gh/gradlab/gradlab/main?urlpath=lab/tree/{path}" in \
                    [a["href"] for a in page.links], f"{name}: no Binder launch button"
     assert seen > 50
+
+
+def test_every_image_has_alt_text_of_its_own():
+    require_book()
+    for name, page in book_pages().items():
+        for image in page.images:
+            alt, src = (image["alt"] or "").strip(), image["src"]
+            assert alt, f"{name}: {src} has no alt text"
+            assert not PATH_LIKE.fullmatch(alt) and Path(urllib.parse.urlsplit(src).path).name not in alt, \
+                f"{name}: {src} has a path as alt text: {alt!r}"
+            if "_images/" in src:                 # a figure drawn by a cell: a caption, not a label
+                assert len(alt) > 30, f"{name}: {src} has a weak alt text: {alt!r}"
+
+
+def test_the_build_refuses_an_image_whose_alt_text_is_missing_or_a_path(monkeypatch):
+    pytest.importorskip("sphinx")
+    from docutils import nodes
+
+    gradlab_book = _load("gradlab_book", ROOT / "docs" / "_ext" / "gradlab_book.py")
+    warned = []
+    monkeypatch.setattr(gradlab_book.LOGGER, "warning", lambda message, **kwargs: warned.append(message))
+    doctree = nodes.section()
+    for alt in (None, "", "../_images/ab12.png", "ab12.png", "Left, the forward values; right, the gradient."):
+        doctree += nodes.image(uri="../_images/ab12.png", **({} if alt is None else {"alt": alt}))
+    gradlab_book.check_image_alt(None, doctree, "page")
+    assert len(warned) == 4 and all("ab12.png" in message for message in warned)
 
 
 @pytest.fixture
