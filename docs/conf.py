@@ -3,8 +3,9 @@
 The book is built from a staging folder (build/book-src) that tools/build_book.py fills with the
 README (as the landing page), the notebooks as stored, the API reference and a table of contents.
 Notebooks are never executed here: strict nbval already keeps their stored outputs current.
-The book's own extension (docs/_ext/gradlab_book.py) points each page's download and source
-buttons at its repository file and fails the build on an image without alt text.
+The book's own extensions (docs/_ext): gradlab_book points each page's download and source
+buttons at its repository file and fails the build on an image without alt text; api_links links
+inline code naming a TensorFlow/Keras API to tensorflow.org and a gradlab name to the API page.
 """
 import os
 import sys
@@ -26,6 +27,7 @@ extensions = [
     "sphinx.ext.mathjax",
     "sphinx-mathjax-offline",  # MathJax 3 copied into the site: the maths renders with no CDN
     "gradlab_book",           # docs/_ext: download/source buttons give repository files; alt text check
+    "api_links",              # docs/_ext: inline code naming a TF/Keras or gradlab API links to its docs
 ]
 root_doc = "index"
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
@@ -49,6 +51,9 @@ html_title = "gradlab"
 # _sources/ for the download button instead (the real .ipynb, README.md for the landing page).
 html_copy_source = False
 html_show_sourcelink = False
+# Code cells, outputs and inline code wrap instead of being cut (docs/_static/gradlab.css).
+html_static_path = ["_static"]
+html_css_files = ["gradlab.css"]
 gradlab_root = str(ROOT)
 gradlab_repository = REPOSITORY
 gradlab_branch = "main"

@@ -2,13 +2,14 @@
 
 The staging tests run everywhere (no Sphinx needed). The site tests need ``build/book`` from
 ``make book``: locally they skip without it; under CI (``CI`` set) a missing book is a failure,
-and ``.ci/run`` builds it before ``make test``. The browser test serves the site from
-``python -m http.server`` on 127.0.0.1 (stopped by its own PID) and drives Debian's chromium.
+and ``.ci/run`` builds it before ``make test``. The browser tests serve the site from
+``python -m http.server`` on 127.0.0.1 (stopped by its own PID) and drive Debian's chromium.
 
 What the site must do, page by page: its download button gives its repository file byte for
 byte (the real ``.ipynb``; ``README.md`` for the landing page), every link into the repository
 (source buttons, Colab and Binder launch buttons, links in the text) names a tracked file, every
-image has alt text of its own.
+image has alt text of its own, code and outputs wrap on a phone and on a desktop, and inline code
+naming a TensorFlow/Keras API links to its tensorflow.org page.
 """
 from __future__ import annotations
 
@@ -42,6 +43,8 @@ def _load(name: str, path: Path):
 
 
 build_book = _load("build_book", ROOT / "tools" / "build_book.py")
+tf_api = _load("tf_api", ROOT / "docs" / "_ext" / "tf_api.py")     # imports TensorFlow on first use
+TF_DOCS = "https://www.tensorflow.org/api_docs/python/"
 # Each page's repository file: what its download button gives and its source button shows.
 SOURCES = {"index": "README.md", "api": "docs/api.md", "execution_modes": "docs/execution_modes.md",
            **{f"notebooks/{p.stem}": f"notebooks/{p.name}" for p in NOTEBOOKS}}
@@ -118,6 +121,28 @@ def test_figure_alt_is_the_sentence_about_the_picture_above_or_below_it():
     # Nothing describes a picture: the first sentence above; never longer than the limit.
     assert build_book.figure_alt(_cells("Train for 20 steps. Then look."), 1) == "Train for 20 steps."
     assert len(build_book.figure_alt(_cells("The plot " + "word " * 200), 1)) <= 302
+
+
+def test_api_urls_name_only_public_tensorflow_and_keras_objects():
+    cases = {
+        "tf.custom_gradient": "tf/custom_gradient", "@tf.custom_gradient": "tf/custom_gradient",
+        "tf.stop_gradient(f - b)": "tf/stop_gradient", "tf.grad_pass_through(f)(x)": "tf/grad_pass_through",
+        "tf.GradientTape": "tf/GradientTape", "tf.compat.v1.py_func": "tf/compat/v1/py_func",
+        "tf.compat.v1": "tf/compat/v1", "tf.autodiff.ForwardAccumulator": "tf/autodiff/ForwardAccumulator",
+        # keras.* -> the same object's tf.keras page (tf.keras is Keras 3)
+        "keras.layers.Layer": "tf/keras/layers/Layer", "keras.ops.custom_gradient": "tf/keras/ops/custom_gradient",
+        "tf.keras.layers.Layer": "tf/keras/layers/Layer",
+        # not at the same path under tf.keras: the tf.keras name of the same function
+        "@keras.saving.register_keras_serializable()": "tf/keras/utils/register_keras_serializable",
+    }
+    for literal, path in cases.items():
+        assert tf_api.api_url(literal) == TF_DOCS + path, literal
+    not_public = ["tf.py_func", "tf.Session().run(...)", "tf.Session", "tf.float32", "tf.GradientTape.gradient",
+                  "tf.python", "keras.src.ops", "tf.keras.src", "tf.compat.v2.abs", "tf.no_such_name",
+                  "tape.gradient", "tf.distribute.get_replica_context().all_reduce(g)", "x = tf.Variable(1.0)",
+                  "keras.operations", "gradlab.scale_gradient"]
+    for literal in not_public:
+        assert tf_api.api_url(literal) is None, literal
 
 
 # --- the built site ----------------------------------------------------------------------------
@@ -287,6 +312,70 @@ def test_the_build_refuses_an_image_whose_alt_text_is_missing_or_a_path(monkeypa
     assert len(warned) == 4 and all("ab12.png" in message for message in warned)
 
 
+# Names each page teaches, and so must link to their TensorFlow API page (tf.X -> tf/X; keras.X -> tf/keras/X).
+TAUGHT = {
+    "index": ["tf.custom_gradient", "tf.stop_gradient", "keras.ops.custom_gradient"],
+    "notebooks/00_start_here": ["tf.custom_gradient", "tf.GradientTape", "tf.stop_gradient"],
+    "notebooks/01_custom_gradient": ["tf.custom_gradient", "tf.function"],
+    "notebooks/02_stop_gradient_straight_through": ["tf.stop_gradient", "tf.grad_pass_through", "tf.round"],
+    "notebooks/03_keras_layers": ["tf.custom_gradient", "keras.ops.custom_gradient", "keras.Input",
+                                  "tf.saved_model.SaveOptions"],
+    "notebooks/04_surrogate_gradients": ["tf.custom_gradient"],
+    "notebooks/05_relu_gradients_saliency": ["tf.nn.relu", "tf.gradients", "keras.ops.relu"],
+    "notebooks/06_chain_propagation": ["tf.IndexedSlices"],
+    "notebooks/07_optimizer_level": ["tf.clip_by_norm", "tf.clip_by_global_norm", "tf.GradientTape"],
+    "notebooks/08_higher_order_forward_mode": ["tf.autodiff.ForwardAccumulator", "tf.py_function"],
+    "notebooks/09_performance": ["tf.function", "tf.py_function", "tf.numpy_function"],
+    "notebooks/10_appendix_tf1_legacy": ["tf.RegisterGradient", "tf.compat.v1.py_func", "tf.gradients", "tf.Graph"],
+    "notebooks/11_appendix_reference": ["tf.custom_gradient", "tf.stop_gradient", "keras.ops.stop_gradient"],
+    "notebooks/12_domain_adversarial": ["tf.stop_gradient"],
+    "notebooks/13_recipes": ["tf.custom_gradient", "tf.IndexedSlices"],
+    "execution_modes": ["tf.function", "tf.distribute.MirroredStrategy", "tf.saved_model.save", "keras.Input"],
+    "api": ["tf.custom_gradient", "tf.GradientTape"],
+}
+
+
+def _name_of(code: str) -> str:
+    """The dotted name an inline code starts with (``@tf.custom_gradient`` -> ``tf.custom_gradient``)."""
+    match = re.match(r"@?([\w.]+)", code.strip())
+    return match.group(1) if match else ""
+
+
+def test_pages_link_the_tensorflow_and_keras_names_they_teach_to_their_api_pages():
+    require_book()
+    pages = book_pages()
+    for name, taught in TAUGHT.items():
+        linked = {(_name_of(c["text"]), c["href"]) for c in pages[name].code if c["href"]}
+        for api in taught:
+            path = ("tf/keras/" + api[len("keras."):] if api.startswith("keras.") else api).replace(".", "/")
+            assert (api, TF_DOCS + path) in linked, f"{name}: `{api}` does not link to {TF_DOCS + path}"
+
+
+def test_inline_code_links_exactly_the_public_api_names():
+    """Every inline code naming a public TF/Keras API links to its page (unless the text already
+    links it elsewhere, e.g. to the notebook that teaches it), nothing else links there, and inline
+    code naming a documented gradlab object links to the API page."""
+    require_book()
+    pages = book_pages()
+    documented = {m for m in re.findall(r'id="(gradlab\.[\w.]+)"', (BOOK / "api.html").read_text())}
+    for name, page in pages.items():
+        for code in page.code:
+            text, href = code["text"].strip(), code["href"]
+            url = tf_api.api_url(text)
+            authored = href is not None and not code["api_link"]       # a link written in the text
+            if code["heading"]:
+                assert not code["api_link"], f"{name}: a heading links `{text}`"
+            elif url:
+                assert href == url or authored, f"{name}: `{text}` links to {href}, not {url}"
+            elif href and href.startswith(TF_DOCS):
+                pytest.fail(f"{name}: `{text}` links to {href}, but names no public TensorFlow API")
+            elif re.fullmatch(r"gradlab(\.\w+)+", text) and text in documented and not authored:
+                target = urllib.parse.urljoin(f"{name}.html", href or "")
+                assert target == f"api.html#{text}", f"{name}: `{text}` does not link to the API page"
+    plain = [c for p in pages.values() for c in p.code if c["text"].strip() == "tf.py_func"]
+    assert all(c["href"] is None for c in plain), "tf.py_func (TF1 only) must not be linked"
+
+
 @pytest.fixture
 def site():
     require_book()
@@ -333,3 +422,44 @@ def test_a_notebook_page_renders_maths_an_image_a_collapsed_solution_and_navigat
         finally:
             browser.close()
 
+
+# Problems with wrapping on the page shown: a code block or output that does not wrap or is wider
+# than its box (cut or scrolled sideways), or inline code outside a table that runs out of the text
+# column. Collapsed cells (exercise solutions) are opened first so that they are measured too.
+WRAP_PROBLEMS = """() => {
+  document.querySelectorAll('article details').forEach(d => { d.open = true; });
+  const problems = [];
+  for (const pre of document.querySelectorAll('article pre')) {
+    const style = getComputedStyle(pre);
+    if (style.whiteSpace !== 'pre-wrap') problems.push(`white-space ${style.whiteSpace}: ${pre.textContent.slice(0, 60)}`);
+    if (pre.scrollWidth > pre.clientWidth + 1)
+      problems.push(`${pre.scrollWidth}px of text in ${pre.clientWidth}px: ${pre.textContent.slice(0, 60)}`);
+  }
+  const column = document.querySelector('article').getBoundingClientRect().right;
+  for (const code of document.querySelectorAll('article code')) {
+    if (code.closest('pre, table')) continue;
+    if (code.getBoundingClientRect().right > column + 1) problems.push(`inline code past the column: ${code.textContent}`);
+  }
+  return problems;
+}"""
+
+
+@pytest.mark.browser
+def test_code_and_outputs_wrap_on_a_narrow_and_a_wide_screen(site):
+    require_browser()
+    from playwright.sync_api import sync_playwright
+
+    pages = [f"{name}.html" for name in SOURCES]
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            for width in (400, 1280):
+                page = browser.new_page(viewport={"width": width, "height": 900})
+                for name in pages:
+                    page.goto(f"{site}/{name}", wait_until="load")
+                    problems = page.evaluate(WRAP_PROBLEMS)
+                    assert not problems, f"{name} at {width}px: " + "; ".join(problems[:5])
+                assert page.evaluate("document.querySelectorAll('article pre').length") > 0
+                page.close()
+        finally:
+            browser.close()

@@ -15,8 +15,9 @@ Steps, all local (nothing is downloaded and no notebook is executed):
      ``alt``, and an image without one gets its file path as alt text).
    Relative links to files that are not pages of the book point to the repository on GitHub.
    The Sphinx side (docs/conf.py, docs/_ext/gradlab_book.py): the download and "Show source"
-   buttons of each page give the page's repository file (README.md for the landing page), and an
-   image without real alt text fails the build.
+   buttons of each page give the page's repository file (README.md for the landing page), inline
+   code naming a public TensorFlow/Keras API links to its page on tensorflow.org, and an image
+   without real alt text fails the build.
 2. ``sphinx-build -W --keep-going`` into ``build/book`` (warnings are errors, including MyST's
    "cross-reference target not found").
 3. Check every internal link and image of the built site (file and ``#anchor``).
