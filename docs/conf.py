@@ -3,13 +3,22 @@
 The book is built from a staging folder (build/book-src) that tools/build_book.py fills with the
 README (as the landing page), the notebooks as stored, the API reference and a table of contents.
 Notebooks are never executed here: strict nbval already keeps their stored outputs current.
+The book's own extensions (docs/_ext): gradlab_book points each page's download and source
+buttons at its repository file and fails the build on an image without alt text; api_links links
+inline code naming a TensorFlow/Keras API to tensorflow.org and a gradlab name to the API page.
 """
 import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "docs" / "_ext"), str(ROOT / "tools")]
+import build_book  # noqa: E402 (tools/build_book.py: the repository URL and where each page comes from)
 
 project = "gradlab"
 author = "the gradlab developers"
 copyright = "the gradlab developers, Apache-2.0"  # noqa: A001 (Sphinx's name)
-REPOSITORY = "https://github.com/gradlab/gradlab"
+REPOSITORY = build_book.REPOSITORY
 
 extensions = [
     "myst_nb",                # notebooks and Markdown (MyST)
@@ -17,6 +26,8 @@ extensions = [
     "sphinx.ext.napoleon",    # Google-style Args/Returns/Raises sections
     "sphinx.ext.mathjax",
     "sphinx-mathjax-offline",  # MathJax 3 copied into the site: the maths renders with no CDN
+    "gradlab_book",           # docs/_ext: download/source buttons give repository files; alt text check
+    "api_links",              # docs/_ext: inline code naming a TF/Keras or gradlab API links to its docs
 ]
 root_doc = "index"
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
@@ -36,12 +47,23 @@ napoleon_numpy_docstring = False
 
 html_theme = "sphinx_book_theme"
 html_title = "gradlab"
+# The staged copies are not published; gradlab_book copies each page's repository file into
+# _sources/ for the download button instead (the real .ipynb, README.md for the landing page).
 html_copy_source = False
 html_show_sourcelink = False
+# Code cells, outputs and inline code wrap instead of being cut (docs/_static/gradlab.css).
+html_static_path = ["_static"]
+html_css_files = ["gradlab.css"]
+gradlab_root = str(ROOT)
+gradlab_repository = REPOSITORY
+gradlab_branch = "main"
+# Staged path -> repository path, where they differ (README.md is the landing page index.md).
+gradlab_repository_paths = {staged: source for source, staged in build_book.STAGED_AS.items()}
 html_theme_options = {
     "repository_url": REPOSITORY,
-    "repository_branch": "main",
-    "path_to_docs": "",                 # staged paths equal repository paths (notebooks/NN_name.ipynb)
+    "repository_branch": gradlab_branch,
+    "path_to_docs": "",                 # notebooks: staged path = repository path (launch buttons);
+                                        # other pages' buttons: gradlab_repository_paths
     "use_repository_button": True,
     "use_source_button": True,          # "view source" of each page on GitHub
     "launch_buttons": {"binderhub_url": "https://mybinder.org", "colab_url": "https://colab.research.google.com",

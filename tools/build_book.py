@@ -9,9 +9,15 @@ Steps, all local (nothing is downloaded and no notebook is executed):
    - a cell that JupyterLab shows collapsed (``metadata.jupyter.source_hidden``, the exercise
      solutions) gets MyST-NB's ``hide-cell`` tag, so the book shows it collapsed too;
    - a live widget's view (no state is stored) is dropped; the static snapshot after it stays;
-   - every image output gets alt text: the cell's ``metadata.gradlab.alt`` if set, else the first
-     sentence of the Markdown cell above it (its caption).
+   - every image output gets alt text: the cell's ``metadata.gradlab.alt`` if set, else its caption,
+     the sentence of the Markdown around it that describes the picture (:func:`figure_alt`). It is
+     stored where MyST-NB reads it, ``metadata.mystnb.image.alt`` (MyST-NB ignores an output's own
+     ``alt``, and an image without one gets its file path as alt text).
    Relative links to files that are not pages of the book point to the repository on GitHub.
+   The Sphinx side (docs/conf.py, docs/_ext/gradlab_book.py): the download and "Show source"
+   buttons of each page give the page's repository file (README.md for the landing page), inline
+   code naming a public TensorFlow/Keras API links to its page on tensorflow.org, and an image
+   without real alt text fails the build.
 2. ``sphinx-build -W --keep-going`` into ``build/book`` (warnings are errors, including MyST's
    "cross-reference target not found").
 3. Check every internal link and image of the built site (file and ``#anchor``).
@@ -81,16 +87,95 @@ def rewrite_links(text: str, source: str, staged: set[str]) -> str:
     return LINK.sub(fix, text)
 
 
+# Words by which a sentence of a caption refers to the picture it describes.
+FIGURE_WORDS = re.compile(r"\b(picture|figure|plots?|plotted|drawn|draws|panels?|left|right|top|bottom|bars?"
+                          r"|arrows?|curves?)\b", re.I)
+TEX_SYMBOLS = {"partial": "∂", "cdot": "·", "times": "×", "pi": "π", "sigma": "σ", "to": "→", "infty": "∞",
+               "le": "≤", "ge": "≥", "approx": "≈", "lvert": "|", "rvert": "|", "lambda": "λ", "alpha": "α"}
+
+
+def _tex_to_text(tex: str) -> str:
+    """Inline LaTeX as a screen reader can say it: ``2\\sin x`` -> ``2 sin x``."""
+    tex = re.sub(r"\\(?:operatorname|mathrm|text|mathbf|mathit)\{([^}]*)\}", r"\1", tex)
+    tex = re.sub(r"\\frac\{([^}]*)\}\{([^}]*)\}", lambda m: "/".join(
+        part if re.fullmatch(r"[\w\\]+", part) else f"({part})" for part in m.groups()) + " ", tex)
+    tex = tex.replace("\\_", "_").replace("\\,", " ").replace("\\;", " ")
+    tex = re.sub(r"\\([A-Za-z]+)\s*", lambda m: TEX_SYMBOLS.get(m.group(1), f" {m.group(1)} "), tex)
+    return " ".join(tex.replace("{", "").replace("}", "").split())
+
+
+def plain_text(markdown: str) -> str:
+    """Markdown prose as plain text: no headings, tables, code blocks, markup; code and maths kept."""
+    text = re.sub(r"```.*?```", " ", markdown, flags=re.S)
+    text = re.sub(r"^\s*(#+ |\|).*$", " ", text, flags=re.M)                # headings, table rows
+    text = re.sub(r"<[^>]+>", " ", text)                                     # HTML tags
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", text)                  # links and images
+    kept: list[str] = []                                                      # code and maths, verbatim
+
+    def keep(value: str) -> str:
+        kept.append(value)
+        return f"\x00{len(kept) - 1}\x00"
+    text = re.sub(r"`([^`]*)`", lambda m: keep(m.group(1)), text)
+    text = re.sub(r"\$\$?([^$]+)\$\$?", lambda m: keep(_tex_to_text(m.group(1))), text)
+    text = re.sub(r"\*+|(?<!\w)_+|_+(?!\w)|^>\s*", "", text, flags=re.M)       # emphasis, quotes
+    text = re.sub(r"\x00(\d+)\x00", lambda m: kept[int(m.group(1))], text)
+    return " ".join(text.split())
+
+
+def sentences(markdown: str) -> list[str]:
+    """The sentences of a Markdown text (a full stop followed by a capital or a parenthesis)."""
+    return [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z(])", plain_text(markdown)) if s]
+
+
+def _markdown_around(cells: list[dict], index: int) -> tuple[str, str]:
+    """The captions' candidates: the last section of the nearest Markdown cell above ``cells[index]``
+    and the first paragraph(s) of the Markdown cell right below it (up to its first heading)."""
+    above = below = ""
+    for cell in reversed(cells[:index]):
+        if cell["cell_type"] == "markdown":
+            above = re.split(r"^#+ .*$", "".join(cell["source"]), flags=re.M)[-1]
+            break
+    if index + 1 < len(cells) and cells[index + 1]["cell_type"] == "markdown":
+        below = re.split(r"^#+ .*$", "".join(cells[index + 1]["source"]), flags=re.M)[0]
+    return above, below
+
+
 def caption(cells: list[dict], index: int) -> str:
     """The first sentence of the nearest Markdown cell above ``cells[index]``, as plain text."""
     for cell in reversed(cells[:index]):
         if cell["cell_type"] == "markdown":
-            text = re.sub(r"^#+ .*$", "", "".join(cell["source"]), flags=re.M)      # headings
-            text = re.sub(r"\$([^$]+)\$", r"\1", re.sub(r"\[([^\]]+)\]\([^)]+\)", r"\1", text))
-            text = " ".join(re.sub(r"[*`_>|]", "", text).split())
-            if text:
-                return re.split(r"(?<=[.!?:])\s", text, maxsplit=1)[0][:240]
+            found = sentences(re.split(r"^#+ .*$", "".join(cell["source"]), flags=re.M)[-1])
+            if found:
+                return found[0][:240]
     return "Figure"
+
+
+def figure_alt(cells: list[dict], index: int, limit: int = 300) -> str:
+    """Alt text for the picture ``cells[index]`` draws, from the prose around it.
+
+    The first sentence that refers to a picture (``FIGURE_WORDS``: "the picture", "left", "bars",
+    ...) in the Markdown above the cell, after the first sentence there (what the picture is of)
+    when both fit; else such a sentence in the Markdown right below the cell (a caption placed
+    under its figure), with the next one if it is short; else the first sentence above. Cut at
+    ``limit`` characters, on a word.
+    """
+    for above, block in zip((True, False), _markdown_around(cells, index)):
+        found = sentences(block)
+        for i, sentence in enumerate(found):
+            if FIGURE_WORDS.search(sentence):
+                if above and i and len(found[0]) + len(sentence) < limit:
+                    alt = f"{found[0]} {sentence}"
+                else:
+                    alt = " ".join(found[i:i + 2]) if len(sentence) < 60 else sentence
+                break
+        else:
+            continue
+        break
+    else:
+        alt = caption(cells, index)
+    if len(alt) > limit:
+        alt = alt[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " …"
+    return alt
 
 
 def stage_notebook(path: Path, staged: set[str]) -> dict:
@@ -108,11 +193,11 @@ def stage_notebook(path: Path, staged: set[str]) -> dict:
             if "hide-cell" not in tags:
                 tags.append("hide-cell")
         cell["outputs"] = [o for o in cell.get("outputs", []) if WIDGET not in o.get("data", {})]
-        alt = meta.get("gradlab", {}).get("alt") or caption(cells, index)
-        for output in cell["outputs"]:
-            for mime in IMAGES:
-                if mime in output.get("data", {}):
-                    output.setdefault("metadata", {}).setdefault(mime, {}).setdefault("alt", alt)
+        if any(mime in output.get("data", {}) for output in cell["outputs"] for mime in IMAGES):
+            # MyST-NB takes an image's alt text from the cell (metadata.mystnb.image.alt), never from
+            # the output, so every image of a cell shares it (no stored cell has two images).
+            alt = meta.get("gradlab", {}).get("alt") or figure_alt(cells, index)
+            meta.setdefault("mystnb", {}).setdefault("image", {}).setdefault("alt", alt)
     return notebook
 
 
@@ -154,7 +239,8 @@ class _Links(html.parser.HTMLParser):
 
 
 def broken_links(out: Path) -> list[str]:
-    """Every internal href/src of the site that names a missing file or a missing #anchor."""
+    """Every internal href/src of the site that names a missing file or a missing #anchor (or a
+    folder without an index page, such as the empty ``_sources/`` a download button once gave)."""
     pages = {}
     for page in out.rglob("*.html"):
         if "_static" in page.relative_to(out).parts:
@@ -169,7 +255,9 @@ def broken_links(out: Path) -> list[str]:
             if parts.scheme or parts.netloc or link.startswith(("mailto:", "javascript:")):
                 continue
             target = (page.parent / urllib.parse.unquote(parts.path)).resolve() if parts.path else page
-            if not target.exists():
+            if target.is_dir() and not (target / "index.html").is_file():
+                broken.append(f"{page.relative_to(out.resolve())}: {link} (a folder without index.html)")
+            elif not target.exists():
                 broken.append(f"{page.relative_to(out.resolve())}: {link}")
             elif parts.fragment and target in pages and parts.fragment not in pages[target].ids:
                 broken.append(f"{page.relative_to(out.resolve())}: {link} (no such anchor)")
