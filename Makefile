@@ -55,7 +55,7 @@ $(STAMP): requirements.txt pyproject.toml jupyter/overrides.json | $(PY)
 install: $(STAMP)
 
 lab: install
-	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
+	JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter $(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
 
 # ruff over the package, tests, benchmarks, tools and notebooks (rules in pyproject.toml), then the
 # notebook rules (tools/nblint.py; --stats for the size table) and the storage check (tools/nbfmt.py).

@@ -218,7 +218,7 @@ def stage(src: Path) -> None:
         (src / target).write_text(text)
     toc = [f"\n```{{toctree}}\n:hidden:\n:caption: {part}\n\n" + "\n".join(f"notebooks/{s}" for s in stems)
            + "\n```\n" for part, stems in parts]
-    toc.append("\n```{toctree}\n:hidden:\n:caption: Reference\n\napi\nexecution_modes\n```\n")
+    toc.append("\n```{toctree}\n:hidden:\n:caption: Reference\n\napi\nexecution_modes\ninstructors\n```\n")
     readme = rewrite_links((ROOT / "README.md").read_text(), "README.md", staged)
     (src / "index.md").write_text(readme + "".join(toc))
 

@@ -47,6 +47,7 @@ tf_api = _load("tf_api", ROOT / "docs" / "_ext" / "tf_api.py")     # imports Ten
 TF_DOCS = "https://www.tensorflow.org/api_docs/python/"
 # Each page's repository file: what its download button gives and its source button shows.
 SOURCES = {"index": "README.md", "api": "docs/api.md", "execution_modes": "docs/execution_modes.md",
+           "instructors": "docs/instructors.md",
            **{f"notebooks/{p.stem}": f"notebooks/{p.name}" for p in NOTEBOOKS}}
 # Alt text that is a file name or a path (what an HTML writer falls back to without alt text).
 PATH_LIKE = re.compile(r"\S*[/\\]\S*|\S+\.(png|jpe?g|gif|svg|webp)", re.I)

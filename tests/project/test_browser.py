@@ -94,6 +94,7 @@ class JupyterLab:
             "TF_CPP_MIN_LOG_LEVEL": "2",
             "TF_ENABLE_ONEDNN_OPTS": "0",
             "JUPYTER_CONFIG_DIR": str(workdir / "config"),  # no user or machine settings
+            "JUPYTER_CONFIG_PATH": str(ROOT / "jupyter"),  # the workbook's server settings, as make lab has them
             "JUPYTER_RUNTIME_DIR": str(workdir / "runtime"),
         }
         args = [
@@ -469,3 +470,28 @@ def test_opening_and_saving_every_notebook_leaves_a_learners_clone_clean(request
     new = sorted(p for p in after if p not in before)
     assert new, "JupyterLab wrote no checkpoints: were the notebooks saved?"
     assert all(ignored_by_git(p) for p in new), [str(p) for p in new if not ignored_by_git(p)]
+
+
+@pytest.mark.browser
+def test_a_learner_on_another_python_version_also_keeps_a_clean_clone(request):
+    """JupyterLab rewrites language_info from the running kernel, so a learner whose Python differs
+    from the one that stored the outputs would see every notebook they opened change. The server
+    settings make lab and Binder load (jupyter/jupyter_server_config.py) keep the stored one on save."""
+    require_browser()
+    from playwright.sync_api import sync_playwright
+
+    server, notebook = request.getfixturevalue("lab")
+    copy = Path(server.root) / "other-python.ipynb"
+    data = json.loads((Path(server.root) / notebook).read_text(encoding="utf-8"))
+    data["metadata"]["language_info"]["version"] = "3.10.0"    # not this kernel's Python
+    copy.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    before = copy.read_bytes()
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            assert open_save_close(page, server, copy.name), "JupyterLab did not see another Python version"
+        finally:
+            browser.close()
+    assert copy.read_bytes() == before, "saving the notebook changed it"
+
