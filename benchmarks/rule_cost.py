@@ -64,18 +64,19 @@ def main(argv=None) -> int:
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     import gradlab
-    import techniques as T
+    import models
+    from catalogue import clip_custom_gradient, clip_norm_custom_gradient, scale_custom_gradient
 
     rules = {
         "tf.identity (no rule)": (lambda h: tf.identity(h), None),
-        "gradlab.scale_gradient": (lambda h: gradlab.scale_gradient(h, 0.5), T._scale_custom_gradient),
-        "gradlab.clip_gradient": (lambda h: gradlab.clip_gradient(h, -1e-3, 1e-3), T._clip_custom_gradient),
-        "gradlab.clip_gradient_norm": (lambda h: gradlab.clip_gradient_norm(h, 1.0), T._clip_norm_custom_gradient),
-        "gradlab.map_gradient (0.5 * dy)": (lambda h: gradlab.map_gradient(h, lambda g: 0.5 * g), T._scale_custom_gradient),
+        "gradlab.scale_gradient": (lambda h: gradlab.scale_gradient(h, 0.5), scale_custom_gradient),
+        "gradlab.clip_gradient": (lambda h: gradlab.clip_gradient(h, -1e-3, 1e-3), clip_custom_gradient),
+        "gradlab.clip_gradient_norm": (lambda h: gradlab.clip_gradient_norm(h, 1.0), clip_norm_custom_gradient),
+        "gradlab.map_gradient (0.5 * dy)": (lambda h: gradlab.map_gradient(h, lambda g: 0.5 * g), scale_custom_gradient),
     }
     print(f"process CPU time, {args.threads} TensorFlow thread(s), median of {args.repeats} blocks")
     for kind in ("mlp", "cnn"):
-        model = T.ReferenceModel(kind)
+        model = models.ReferenceModel(kind)
         shape = tuple(model.hidden_shape)
         h = tf.random.stateless_normal(shape, seed=(1, 2))
         dy = tf.random.stateless_normal(shape, seed=(3, 4)) * 1e-2

@@ -6,7 +6,7 @@ Four parts, each printed as a table and written to one JSON file:
    between two layers, for each technique (stop_gradient trick, tf.custom_gradient, every gradlab
    op, gradient_override + tf.gradients, tf.numpy_function / tf.py_function, optimizer-level
    clipping), eagerly, in tf.function and with XLA; ratios to the unmodified step measured in the
-   same run, mode and round (see ``techniques.py``);
+   same run, mode and round (see ``measure.py``; the techniques are listed in ``catalogue.py``);
 2. **fit**: ``model.fit`` with a layer of ``gradlab.layers`` against the same model without it;
 3. **import**: what ``import gradlab`` adds to ``import tensorflow`` (``import_cost.py``);
 4. **notebooks**: each notebook's wall time under strict nbval against a bare TensorFlow kernel
@@ -61,7 +61,7 @@ def _cell(stats: dict, scale: float = 1.0, unit: str = "", digits: int = 3) -> s
 
 
 def print_step_tables(steps: dict, out=print) -> None:
-    from techniques import MODE_LABELS
+    from models import MODE_LABELS
 
     modes = steps["modes"]
     width = 24
@@ -99,7 +99,7 @@ def print_step_tables(steps: dict, out=print) -> None:
 
 
 def print_fit_table(fit: dict, out=print) -> None:
-    from techniques import MODE_LABELS
+    from models import MODE_LABELS
 
     modes = list(dict.fromkeys(r["mode"] for r in fit["rows"]))
     names = list(dict.fromkeys(r["technique"] for r in fit["rows"]))
@@ -220,16 +220,17 @@ def main(argv=None) -> int:
     missed = []
 
     if "steps" in parts:
-        import techniques
+        import catalogue
+        import measure
 
         out("")
         out("== 1. One training step, gradient modified between two layers ==")
         if args.quick:
-            steps = techniques.measure_steps(models=("mlp",), techniques=techniques.QUICK_TECHNIQUES,
-                                             rounds=args.rounds or 7, block_seconds=0.03,
-                                             clock=args.clock, log=out)
+            steps = measure.measure_steps(models=("mlp",), techniques=catalogue.QUICK_TECHNIQUES,
+                                          rounds=args.rounds or 7, block_seconds=0.03,
+                                          clock=args.clock, log=out)
         else:
-            steps = techniques.measure_steps(rounds=args.rounds or 15, clock=args.clock, log=out)
+            steps = measure.measure_steps(rounds=args.rounds or 15, clock=args.clock, log=out)
         print_step_tables(steps, out)
         targets = step_targets(steps)
         print_step_targets(targets, out)
@@ -238,15 +239,15 @@ def main(argv=None) -> int:
         missed += [f"{t['model']} {t['technique']}" for t in targets if not t["met"]]
 
     if "fit" in parts:
-        import techniques
+        import measure
 
         out("")
         out("== 2. A gradlab.layers layer in model.fit ==")
         if args.quick:
-            fit = techniques.measure_fit(layers=("none", "gradlab.layers.ScaleGradient"),
-                                         rounds=4, steps=16, clock=args.clock, log=out)
+            fit = measure.measure_fit(layers=("none", "gradlab.layers.ScaleGradient"),
+                                      rounds=4, steps=16, clock=args.clock, log=out)
         else:
-            fit = techniques.measure_fit(clock=args.clock, log=out)
+            fit = measure.measure_fit(clock=args.clock, log=out)
         print_fit_table(fit, out)
         results["fit"] = fit
 

@@ -1,4 +1,11 @@
-"""``check_gradient``: does a function's autodiff gradient say what it should?"""
+"""``check_gradient``: does a function's autodiff gradient say what it should?
+
+:func:`check_gradient` runs in steps, one function each: validate the arguments, draw the random
+upstream gradient, compute autodiff's vector-Jacobian products, build the reference (finite
+differences, from ``_finite_differences``, or your ``reference``), reach the verdict (the
+scale-aware comparison of ``_comparison``), word it, and with ``order=2`` check the gradient's own
+gradient.
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -8,6 +15,8 @@ from typing import Callable, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
+from gradlab import _comparison as cmp
+from gradlab import _finite_differences as fd
 from gradlab import _validation as v
 
 __all__ = ["check_gradient", "GradientCheck"]
@@ -20,13 +29,10 @@ _TOLERANCES = {
     tf.float16: (1e-1, 1e-1),
     tf.bfloat16: (2e-1, 2e-1),
 }
-# The unit roundoff (machine epsilon) of each dtype: the noise finite differences carry.
-_EPS = {tf.float64: 2.0**-52, tf.float32: 2.0**-23, tf.float16: 2.0**-10, tf.bfloat16: 2.0**-7}
-# TensorFlow's default finite-difference step (tf.test.compute_gradient), exact in binary.
-_DEFAULT_DELTA = 1.0 / 1024
-# Finite differences are exact only up to the rounding of the two evaluations: |L(x+h) - L(x-h)|
-# carries up to _ROUNDING_UNITS * eps * sum|u * fn(x)| of noise (two units for each evaluation).
-_ROUNDING_UNITS = 4.0
+# The upstream gradients tried: u, 2u, -u and u/1024 (powers of two: scaling is exact). A rule that
+# reads dy changes its answer under at least one of them, a clip included (a small dy passes it
+# unclipped); one that ignores dy gives the same answer for all four.
+_FACTORS = (1.0, 2.0, -1.0, 1.0 / 1024)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,231 +78,6 @@ class GradientCheck:
 
     def __str__(self) -> str:
         return self.message
-
-
-def _vjp(fn, x: tf.Tensor, upstream: tf.Tensor) -> tf.Tensor:
-    """``upstream^T J_fn(x)`` by autodiff (the upstream is cast to ``fn(x)``'s dtype)."""
-    with tf.GradientTape() as tape:
-        tape.watch(x)
-        y = tf.convert_to_tensor(fn(x))
-    grad = tape.gradient(y, x, output_gradients=tf.cast(upstream, y.dtype))
-    return tf.zeros_like(x) if grad is None else tf.convert_to_tensor(grad)
-
-
-def _close(actual: np.ndarray, expected: np.ndarray, *, rtol: float, atol: float, floor=0.0,
-           scale=None) -> bool:
-    """The scale-aware comparison: ``|actual - expected| <= atol * scale + rtol * |expected| + floor``.
-
-    ``scale`` is the size of the gradients compared as a whole (by default the largest ``|element|``
-    of either), so ``atol`` is relative to it and the verdict does not depend on the units of
-    ``fn``: a gradient scaled by ``c`` passes or fails as the unscaled one does, and a wrong sign
-    or a zero gradient never passes (it misses by the scale itself). ``floor`` is the rounding noise
-    of finite differences, below which nothing can be resolved (0 for an exact reference).
-    NaN or infinity anywhere fails.
-    """
-    if actual.size == 0:
-        return True
-    if scale is None:
-        scale = max(float(np.abs(actual).max()), float(np.abs(expected).max()))
-    with np.errstate(invalid="ignore", over="ignore"):
-        return bool(np.all(np.abs(actual - expected) <= atol * scale + rtol * np.abs(expected) + floor))
-
-
-def _evaluation_dtype(fn, x: tf.Tensor) -> Tuple[tf.DType, str]:
-    """The dtype to take finite differences in: the widest of float64 and float32 that ``fn`` accepts.
-
-    ``fn`` accepts a dtype when, given ``x`` cast to it, it returns that dtype (a function that
-    casts to, or autocasts to, a narrower dtype does not). Returns ``(dtype, why)``, ``why`` saying
-    why a wider dtype was not used ("" when it was).
-    """
-    if x.dtype == tf.float64:
-        return x.dtype, ""
-    why = ""
-    for wider in (tf.float64, tf.float32):
-        if wider == x.dtype:
-            break
-        try:
-            got = tf.convert_to_tensor(fn(tf.cast(x, wider))).dtype
-        except Exception as exc:  # noqa: BLE001 - any failure means: not accepted; fall back
-            why = why or f"fn raised {type(exc).__name__} on a {wider.name} input"
-            continue
-        if got == wider:
-            return wider, ""
-        why = why or f"fn returned {got.name} for a {wider.name} input"
-    return x.dtype, why
-
-
-def _default_steps(x64: np.ndarray, dtype: tf.DType, delta) -> np.ndarray:
-    """The finite-difference step per element: ``delta``, or the default for ``dtype``.
-
-    float64 and float32: TensorFlow's ``1/1024``. float16 and bfloat16 (only when ``fn`` accepts no
-    wider dtype): the textbook ``eps**(1/3) * max(1, |x|)``, which balances truncation and rounding
-    and moves ``x`` by many units in the last place.
-    """
-    if delta is not None:
-        return np.full(x64.shape, float(delta))
-    if dtype in (tf.float16, tf.bfloat16):
-        return _EPS[dtype] ** (1.0 / 3.0) * np.maximum(1.0, np.abs(x64))
-    return np.full(x64.shape, _DEFAULT_DELTA)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Differences:
-    """Finite differences of ``L(t) = sum(terms(t))`` at ``x``, evaluated in ``dtype``.
-
-    Full: ``values[i]`` estimates ``dL/dx_i`` (shape of ``x``). Fast: ``values[j]`` is
-    ``L(x + D_j / 2) - L(x - D_j / 2)`` along the actual displacement ``displacements[j]``, which
-    autodiff predicts as ``D_j . grad``. ``floor`` is the rounding noise of each value.
-    """
-
-    values: np.ndarray
-    floor: np.ndarray
-    displacements: Optional[np.ndarray]
-    dtype: tf.DType
-
-    def project(self, gradient: np.ndarray) -> np.ndarray:
-        """What finite differences estimate, computed from an autodiff ``gradient``."""
-        if self.displacements is None:
-            return gradient
-        return self.displacements @ gradient.ravel()
-
-    def scale(self, gradient: np.ndarray, expected: np.ndarray):
-        """The size of the compared gradients as a whole (per direction in fast mode)."""
-        if self.displacements is None:
-            return None  # _close's default: the largest |element| of either
-        return np.maximum(np.abs(self.displacements) @ np.abs(gradient.ravel()), np.abs(expected))
-
-    def in_gradient_units(self, error: np.ndarray) -> np.ndarray:
-        """An error of ``values`` in units of the gradient (fast: along a direction of max-norm 1)."""
-        if self.displacements is None:
-            return error
-        return error / np.abs(self.displacements).max(axis=1)
-
-
-def _finite_differences(terms, x: tf.Tensor, dtype: tf.DType, delta, directions) -> _Differences:
-    """Central differences of ``L(t) = sum(terms(t))`` at ``x`` evaluated in ``dtype``.
-
-    ``terms(t)`` returns float64 terms; the perturbed points are rounded to ``dtype`` and the step
-    actually taken (``fl(x + h) - fl(x - h)``) is divided by, so a step the dtype cannot represent
-    exactly costs nothing. Full (``directions`` None): ``2 n`` evaluations for ``n`` elements.
-    Fast: two per direction (each of max-norm 1, scaled by the steps).
-    """
-    np_dtype = dtype.as_numpy_dtype
-    x64 = np.asarray(x.numpy(), np.float64)
-    steps = _default_steps(x64, dtype, delta)
-    point = x64.astype(np_dtype)
-    at_x = terms(tf.constant(point))
-    eps = max(_EPS[dtype], _EPS.get(at_x.dtype, 0.0))
-    noise = _ROUNDING_UNITS * eps * float(tf.reduce_sum(tf.abs(at_x)))
-
-    def total(p: np.ndarray) -> float:
-        return float(tf.reduce_sum(terms(tf.constant(p))))
-
-    def too_small(where: str) -> ValueError:
-        return ValueError(
-            f"delta={float(steps.ravel()[0]):g} is too small for {dtype.name} at {where}: x + delta "
-            f"rounds to x. Pass a larger delta.")
-
-    if directions is None:
-        flat = point.reshape(-1)  # a view: perturbed in place, then restored
-        values = np.empty(flat.size)
-        taken = np.empty(flat.size)
-        for i, (x_i, h_i) in enumerate(zip(x64.ravel(), steps.ravel())):
-            original = flat[i]
-            flat[i] = np_dtype(x_i + h_i)
-            plus, up = total(point), float(flat[i])
-            flat[i] = np_dtype(x_i - h_i)
-            minus, down = total(point), float(flat[i])
-            flat[i] = original
-            taken[i] = up - down
-            if taken[i] == 0:
-                raise too_small(f"x = {x_i:g}")
-            values[i] = (plus - minus) / taken[i]
-        shape = x64.shape
-        return _Differences(values.reshape(shape), (noise / taken).reshape(shape), None, dtype)
-    values, displacements = [], []
-    for direction in directions:
-        with np.errstate(invalid="ignore", over="ignore"):  # an infinite x gives NaN: it fails later
-            up = (x64 + steps * direction).astype(np_dtype)
-            down = (x64 - steps * direction).astype(np_dtype)
-            displacement = up.astype(np.float64) - down.astype(np.float64)
-        if not displacement.any():
-            raise too_small("every element")
-        values.append(total(up) - total(down))
-        displacements.append(displacement.ravel())
-    return _Differences(np.array(values), np.full(len(values), noise), np.array(displacements), dtype)
-
-
-def _directions(gradient: np.ndarray, seed: int) -> list:
-    """Fast mode's two directions (max-norm 1): along the autodiff gradient, and a random one.
-
-    Along the gradient itself a wrong sign, a zero or a wrong size shows in full; the random
-    direction catches errors orthogonal to it.
-    """
-    rng = np.random.default_rng(seed + 2)
-    first = gradient if np.abs(gradient).max(initial=0.0) > 0 else rng.standard_normal(gradient.shape)
-    second = rng.standard_normal(gradient.shape)
-    return [d / np.abs(d).max() for d in (first, second)]
-
-
-def _unresolved(differences: _Differences, autodiff: np.ndarray, rtol: float, atol: float) -> bool:
-    """Whether finite differences could not tell this gradient from zero (nothing was checked).
-
-    True when a zero gradient would have passed too although their noise floor is not zero, unless
-    autodiff and finite differences are both exactly zero (a constant function).
-    """
-    zero = np.zeros_like(autodiff)
-    projected_zero = differences.project(zero)
-    if not differences.floor.any() or not (differences.values.any() or autodiff.any()):
-        return False
-    return _close(projected_zero, differences.values, rtol=rtol, atol=atol, floor=differences.floor,
-                  scale=differences.scale(zero, differences.values))
-
-
-def _resolution_note(differences: _Differences, why: str) -> str:
-    """Why finite differences cannot resolve the gradient, and what to do."""
-    noise = float(differences.in_gradient_units(differences.floor).max())
-    size = float(np.abs(differences.in_gradient_units(differences.values)).max(initial=0.0))
-    advice = "pass a larger delta"
-    if why:
-        advice += f", or make fn accept a float64 input ({why})"
-    return (f"finite differences in {differences.dtype.name} cannot tell this gradient from zero: their "
-            f"rounding noise (up to {noise:.2g}) is as large as the gradient (up to {size:.2g}); {advice}")
-
-
-def _second_order(fn, x: tf.Tensor, upstream: tf.Tensor, seed: int, delta, rtol: float, atol: float,
-                  dtype: tf.DType, fast: bool, why: str):
-    """Autodiff against finite differences for the gradient of ``w^T VJP(x, u)`` w.r.t. ``x``.
-
-    Returns ``(ok, max_error, problem)``; ``problem`` is "cut" when autodiff sees no second
-    derivative at all (every element zero) where finite differences see one, a resolution note
-    when finite differences cannot resolve it, else "".
-    """
-    w = np.random.default_rng(seed + 1).standard_normal(x.shape.as_list())
-
-    def weighted_vjp(t):
-        return tf.constant(w, tf.float64) * tf.cast(_vjp(fn, t, upstream), tf.float64)
-
-    with tf.GradientTape() as tape:
-        tape.watch(x)
-        total = tf.reduce_sum(tf.cast(w, x.dtype) * _vjp(fn, x, upstream))
-    autodiff = tape.gradient(total, x)
-    # An IndexedSlices second derivative (fn reads x through tf.gather) is summed into a dense tensor.
-    autodiff = (np.zeros(x.shape.as_list()) if autodiff is None
-                else tf.convert_to_tensor(autodiff).numpy().astype(np.float64))
-    directions = _directions(autodiff, seed + 10) if fast and autodiff.size else None
-    differences = _finite_differences(weighted_vjp, x, dtype, delta, directions)
-    projected = differences.project(autodiff)
-    error = differences.in_gradient_units(np.abs(projected - differences.values))
-    max_error = float(error.max()) if error.size else 0.0
-    ok = _close(projected, differences.values, rtol=rtol, atol=atol, floor=differences.floor,
-                scale=differences.scale(autodiff, differences.values))
-    problem = ""
-    if not ok and not autodiff.any() and bool((np.abs(differences.values) > differences.floor).any()):
-        problem = "cut"
-    elif ok and _unresolved(differences, autodiff, rtol, atol):
-        ok, problem = False, _resolution_note(differences, why)
-    return ok, max_error, problem
 
 
 def check_gradient(
@@ -422,6 +203,46 @@ def check_gradient(
       >>> gradlab.check_gradient(tf.sin, small, fast=True).ok    # 4 calls of fn instead of 128
       True
     """
+    s = _checked_arguments(fn, x, reference, delta, rtol, atol, seed, order, fast)
+    x = s.x
+    upstream = _random_upstream(fn, x, s.seed)
+    vjps = _vjps(fn, x, upstream)
+    dtype, why = fd.evaluation_dtype(fn, x) if reference is None or s.order == 2 else (None, "")
+    if reference is None:
+        comparison = _against_finite_differences(fn, x, upstream, vjps, dtype, s)
+    else:
+        comparison = _against_reference(reference, x, upstream, vjps)
+    verdict = cmp.verdict(comparison, vjps, rtol=s.rtol, atol=s.atol, defined_rule=reference is not None)
+    ok, message = verdict.ok, _first_order_message(verdict, comparison, vjps[0], s, why)
+    second_error = None
+    if s.order == 2:
+        ok, message, second_error = _order_two(fn, x, upstream, s, dtype, why, ok, message)
+    fast_differences = s.fast and comparison.differences is not None
+    return GradientCheck(
+        ok=ok, message=message, max_error=verdict.max_error, linear_in_upstream=verdict.linear,
+        autodiff=vjps[0], reference=None if fast_differences else comparison.expected[0],
+        ignores_upstream=verdict.ignores, order=s.order, second_order_error=second_error,
+        evaluated_in=None if dtype is None else dtype.name, fast=s.fast)
+
+
+# --- check_gradient, step by step ----------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Settings:
+    """check_gradient's arguments, validated, with the dtype's default tolerances filled in."""
+
+    x: tf.Tensor
+    delta: Optional[float]
+    rtol: float
+    atol: float
+    seed: int
+    order: int
+    fast: bool
+
+
+def _checked_arguments(fn, x, reference, delta, rtol, atol, seed, order, fast) -> _Settings:
+    """Validates check_gradient's arguments (errors name the argument) and fills in the defaults."""
     v.check_callable(fn, "fn")
     if reference is not None:
         v.check_callable(reference, "reference")
@@ -439,110 +260,61 @@ def check_gradient(
         raise ValueError(f"order must be 1 (the gradient) or 2 (also the gradient's gradient); got {order!r}.")
     if not isinstance(fast, (bool, np.bool_)):
         raise TypeError(f"fast must be True or False; got {v.describe(fast)}.")
-    fast = bool(fast)
     default_rtol, default_atol = _TOLERANCES[x.dtype]
-    rtol = default_rtol if rtol is None else float(rtol)
-    atol = default_atol if atol is None else float(atol)
-    delta = None if delta is None else float(delta)
+    return _Settings(x=x, delta=None if delta is None else float(delta),
+                     rtol=default_rtol if rtol is None else float(rtol),
+                     atol=default_atol if atol is None else float(atol),
+                     seed=seed, order=order, fast=bool(fast))
 
+
+def _random_upstream(fn, x: tf.Tensor, seed: int) -> tf.Tensor:
+    """The random upstream gradient ``u``: standard normal, of ``fn(x)``'s shape and dtype."""
     y = v.as_float_tensor(fn(x), "fn(x)")
     rng = np.random.default_rng(seed)
-    upstream = tf.constant(rng.standard_normal(y.shape.as_list()), dtype=y.dtype)
+    return tf.constant(rng.standard_normal(y.shape.as_list()), dtype=y.dtype)
 
-    # The upstream gradients tried: u, 2u, -u and u/1024 (powers of two: scaling is exact). A rule
-    # that reads dy changes its answer under at least one of them, a clip included (a small dy
-    # passes it unclipped); one that ignores dy gives the same answer for all four.
-    factors = (1.0, 2.0, -1.0, 1.0 / 1024)
-    vjps = [_vjp(fn, x, upstream * k).numpy().astype(np.float64) for k in factors]
+
+def _vjps(fn, x: tf.Tensor, upstream: tf.Tensor) -> list:
+    """The autodiff gradient (float64 NumPy) under each upstream ``k * u`` of ``_FACTORS``."""
+    return [_vjp(fn, x, upstream * k).numpy().astype(np.float64) for k in _FACTORS]
+
+
+def _vjp(fn, x: tf.Tensor, upstream: tf.Tensor) -> tf.Tensor:
+    """``upstream^T J_fn(x)`` by autodiff (the upstream is cast to ``fn(x)``'s dtype)."""
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf.convert_to_tensor(fn(x))
+    grad = tape.gradient(y, x, output_gradients=tf.cast(upstream, y.dtype))
+    return tf.zeros_like(x) if grad is None else tf.convert_to_tensor(grad)
+
+
+def _against_finite_differences(fn, x: tf.Tensor, upstream: tf.Tensor, vjps: list, dtype: tf.DType,
+                                s: _Settings) -> cmp.Comparison:
+    """The comparison with central differences of ``L(x) = sum(u * fn(x))`` evaluated in ``dtype``."""
+    u64 = tf.cast(upstream, tf.float64)
+
+    def terms(t):
+        return u64 * tf.cast(fn(t), tf.float64)
+
     autodiff = vjps[0]
-    linear = _close(vjps[1], 2 * autodiff, rtol=rtol, atol=atol)
+    directions = fd.directions(autodiff, s.seed) if s.fast and autodiff.size else None
+    differences = fd.finite_differences(terms, x, dtype, s.delta, directions)
+    # A true derivative is linear in the upstream: the differences under k u are k times these.
+    expected = [k * differences.values for k in _FACTORS]
+    compared = [differences.project(a) for a in vjps]
+    return cmp.Comparison(
+        compared=compared, expected=expected, floors=[abs(k) * differences.floor for k in _FACTORS],
+        scales=[differences.scale(a, e) for a, e in zip(vjps, expected)],
+        errors=[differences.in_gradient_units(np.abs(c - e)) for c, e in zip(compared, expected)],
+        against="finite differences" + ("" if dtype == x.dtype else f" in {dtype.name}"),
+        differences=differences)
 
-    dtype, why = _evaluation_dtype(fn, x) if reference is None or order == 2 else (None, "")
-    differences = None
-    if reference is None:
-        u64 = tf.cast(upstream, tf.float64)
 
-        def terms(t):
-            return u64 * tf.cast(fn(t), tf.float64)
-
-        differences = _finite_differences(terms, x, dtype, delta, _directions(autodiff, seed) if fast and autodiff.size else None)
-        # A true derivative is linear in the upstream: the differences under k u are k times these.
-        expected = [k * differences.values for k in factors]
-        floors = [abs(k) * differences.floor for k in factors]
-        compared = [differences.project(a) for a in vjps]
-        scales = [differences.scale(a, e) for a, e in zip(vjps, expected)]
-        errors = [differences.in_gradient_units(np.abs(c - e)) for c, e in zip(compared, expected)]
-        against = "finite differences" + ("" if dtype == x.dtype else f" in {dtype.name}")
-    else:
-        expected = [_reference(reference, x, upstream * k, autodiff.shape) for k in factors]
-        floors, compared, scales = [0.0] * 4, vjps, [None] * 4
-        errors = [np.abs(a - e) for a, e in zip(vjps, expected)]
-        against = "the reference gradient"
-
-    max_error = float(max(e.max() for e in errors)) if autodiff.size else 0.0
-    matches = all(_close(c, e, rtol=rtol, atol=atol, floor=f, scale=s)
-                  for c, e, f, s in zip(compared, expected, floors, scales))
-    # "Ignores dy": the autodiff gradient stayed put while the expected one moved.
-    ignores = (all(_close(a, autodiff, rtol=rtol, atol=atol) for a in vjps[1:])
-               and not all(_close(e, expected[0], rtol=rtol, atol=atol, floor=f + floors[0])
-                           for e, f in zip(expected[1:], floors[1:])))
-    ok = matches and (linear or reference is not None)
-    unresolved = ok and differences is not None and _unresolved(differences, autodiff, rtol, atol)
-
-    if unresolved:
-        ok = False
-        message = f"FAILED: inconclusive: {_resolution_note(differences, why)}."
-    elif ok:
-        rule = ("scales with the upstream gradient" if linear else
-                "follows the reference for every upstream gradient tried (the rule is not linear "
-                "in dy, as the reference defines it)")
-        mode = "fast mode, 2 directions; " if fast and differences is not None else ""
-        message = f"ok: the autodiff gradient matches {against} ({mode}max abs error {max_error:.2g}) and {rule}."
-    elif not autodiff.any() and not _close(np.zeros_like(expected[0]), expected[0], rtol=rtol, atol=atol,
-                                           floor=floors[0]):
-        message = (f"FAILED: the autodiff gradient is zero everywhere, but {against} is not (up to "
-                   f"{max_error:.2g}): a custom grad that returns zeros, or no path from x to fn(x)?")
-    elif ignores:
-        message = (
-            "FAILED: the gradient does not change when the upstream gradient dy changes: a custom "
-            "grad(dy) returns a local derivative without multiplying it by dy (return dy * ...)"
-            f"; it differs from {against} by up to {max_error:.2g}."
-        )
-    else:
-        message = (
-            f"FAILED: the autodiff gradient differs from {against} (max abs error {max_error:.2g}, "
-            f"rtol={rtol:g}, atol={atol:g})"
-        )
-        if reference is None and not linear:
-            message += (
-                "; it is not linear in the upstream gradient either, so it is not a derivative. "
-                "If you define such a rule on purpose (a clip), check it with reference=lambda x, u: ..."
-            )
-        message += "."
-    second_error = None
-    if order == 2 and ok:
-        second_ok, second_error, problem = _second_order(fn, x, upstream, seed, delta, rtol, atol, dtype, fast, why)
-        if second_ok:
-            message = message[:-1] + (f"; order 2: its own gradient matches finite differences too "
-                                       f"(max abs error {second_error:.2g}).")
-        elif problem and problem != "cut":
-            ok = False
-            message = f"FAILED at order 2 (inconclusive): the gradient itself is right, but {problem}."
-        else:
-            ok = False
-            what = ("autodiff sees no second derivative at all: the backward pass is cut"
-                    if problem == "cut" else f"the gradient of the gradient differs from finite differences "
-                    f"(max abs error {second_error:.2g}, rtol={rtol:g}, atol={atol:g})")
-            message = (
-                f"FAILED at order 2: the gradient itself is right, but {what}. A custom grad built "
-                "with tf.stop_gradient, NumPy or tf.py_function is not differentiable: build it from "
-                "differentiable TensorFlow ops, or define its gradient with a nested tf.custom_gradient."
-            )
-    elif order == 2:
-        message += " (Order 2 not checked: the gradient itself must pass first.)"
-    return GradientCheck(ok, message, max_error, linear, autodiff, None if fast and differences is not None
-                         else expected[0], bool(ignores), order, second_error,
-                         None if dtype is None else dtype.name, fast)
+def _against_reference(reference, x: tf.Tensor, upstream: tf.Tensor, vjps: list) -> cmp.Comparison:
+    """The comparison with ``reference(x, k * u)``, a gradient you define (exact: no noise floor)."""
+    expected = [_reference(reference, x, upstream * k, vjps[0].shape) for k in _FACTORS]
+    return cmp.Comparison(compared=vjps, expected=expected, floors=[0.0] * 4, scales=[None] * 4,
+                          errors=[np.abs(a - e) for a, e in zip(vjps, expected)], against="the reference gradient")
 
 
 def _reference(reference, x: tf.Tensor, upstream: tf.Tensor, shape: tuple) -> np.ndarray:
@@ -555,3 +327,93 @@ def _reference(reference, x: tf.Tensor, upstream: tf.Tensor, shape: tuple) -> np
             f"{shape}."
         )
     return expected
+
+
+def _first_order_message(verdict: cmp.Verdict, comparison: cmp.Comparison, autodiff: np.ndarray, s: _Settings,
+                         why: str) -> str:
+    """The readable first-order verdict: what matched, or which failure it is and what to look at."""
+    against, max_error, expected = comparison.against, verdict.max_error, comparison.expected
+    if verdict.unresolved:
+        return f"FAILED: inconclusive: {cmp.resolution_note(comparison.differences, why)}."
+    if verdict.ok:
+        rule = ("scales with the upstream gradient" if verdict.linear else
+                "follows the reference for every upstream gradient tried (the rule is not linear "
+                "in dy, as the reference defines it)")
+        mode = "fast mode, 2 directions; " if s.fast and comparison.differences is not None else ""
+        return f"ok: the autodiff gradient matches {against} ({mode}max abs error {max_error:.2g}) and {rule}."
+    if not autodiff.any() and not cmp.close(np.zeros_like(expected[0]), expected[0], rtol=s.rtol, atol=s.atol,
+                                            floor=comparison.floors[0]):
+        return (f"FAILED: the autodiff gradient is zero everywhere, but {against} is not (up to "
+                f"{max_error:.2g}): a custom grad that returns zeros, or no path from x to fn(x)?")
+    if verdict.ignores:
+        return (
+            "FAILED: the gradient does not change when the upstream gradient dy changes: a custom "
+            "grad(dy) returns a local derivative without multiplying it by dy (return dy * ...)"
+            f"; it differs from {against} by up to {max_error:.2g}."
+        )
+    message = (
+        f"FAILED: the autodiff gradient differs from {against} (max abs error {max_error:.2g}, "
+        f"rtol={s.rtol:g}, atol={s.atol:g})"
+    )
+    if comparison.differences is not None and not verdict.linear:
+        message += (
+            "; it is not linear in the upstream gradient either, so it is not a derivative. "
+            "If you define such a rule on purpose (a clip), check it with reference=lambda x, u: ..."
+        )
+    return message + "."
+
+
+def _order_two(fn, x: tf.Tensor, upstream: tf.Tensor, s: _Settings, dtype: tf.DType, why: str, ok: bool,
+               message: str) -> Tuple[bool, str, Optional[float]]:
+    """The verdict with ``order=2``: ``(ok, message, second-order error)``, the first-order
+    ``message`` extended, or replaced by the order-2 failure (checked only if ``ok``)."""
+    if not ok:
+        return False, message + " (Order 2 not checked: the gradient itself must pass first.)", None
+    second_ok, error, problem = _second_order(fn, x, upstream, s, dtype, why)
+    if second_ok:
+        return True, message[:-1] + (f"; order 2: its own gradient matches finite differences too "
+                                      f"(max abs error {error:.2g})."), error
+    if problem and problem != "cut":
+        return False, f"FAILED at order 2 (inconclusive): the gradient itself is right, but {problem}.", error
+    what = ("autodiff sees no second derivative at all: the backward pass is cut"
+            if problem == "cut" else f"the gradient of the gradient differs from finite differences "
+            f"(max abs error {error:.2g}, rtol={s.rtol:g}, atol={s.atol:g})")
+    return False, (
+        f"FAILED at order 2: the gradient itself is right, but {what}. A custom grad built "
+        "with tf.stop_gradient, NumPy or tf.py_function is not differentiable: build it from "
+        "differentiable TensorFlow ops, or define its gradient with a nested tf.custom_gradient."
+    ), error
+
+
+def _second_order(fn, x: tf.Tensor, upstream: tf.Tensor, s: _Settings, dtype: tf.DType, why: str):
+    """Autodiff against finite differences for the gradient of ``w^T VJP(x, u)`` w.r.t. ``x``.
+
+    Returns ``(ok, max_error, problem)``; ``problem`` is "cut" when autodiff sees no second
+    derivative at all (every element zero) where finite differences see one, a resolution note
+    when finite differences cannot resolve it, else "".
+    """
+    w = np.random.default_rng(s.seed + 1).standard_normal(x.shape.as_list())
+
+    def weighted_vjp(t):
+        return tf.constant(w, tf.float64) * tf.cast(_vjp(fn, t, upstream), tf.float64)
+
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        total = tf.reduce_sum(tf.cast(w, x.dtype) * _vjp(fn, x, upstream))
+    autodiff = tape.gradient(total, x)
+    # An IndexedSlices second derivative (fn reads x through tf.gather) is summed into a dense tensor.
+    autodiff = (np.zeros(x.shape.as_list()) if autodiff is None
+                else tf.convert_to_tensor(autodiff).numpy().astype(np.float64))
+    directions = fd.directions(autodiff, s.seed + 10) if s.fast and autodiff.size else None
+    differences = fd.finite_differences(weighted_vjp, x, dtype, s.delta, directions)
+    projected = differences.project(autodiff)
+    error = differences.in_gradient_units(np.abs(projected - differences.values))
+    max_error = float(error.max()) if error.size else 0.0
+    ok = cmp.close(projected, differences.values, rtol=s.rtol, atol=s.atol, floor=differences.floor,
+                   scale=differences.scale(autodiff, differences.values))
+    problem = ""
+    if not ok and not autodiff.any() and bool((np.abs(differences.values) > differences.floor).any()):
+        problem = "cut"
+    elif ok and cmp.unresolved(differences, autodiff, s.rtol, s.atol):
+        ok, problem = False, cmp.resolution_note(differences, why)
+    return ok, max_error, problem

@@ -33,12 +33,13 @@ these checks: under ``jit_compile=True`` nothing is checked).
 """
 from __future__ import annotations
 
-from typing import Callable, Optional, Union
+from typing import Callable, Optional
 
-import numpy as np
 import tensorflow as tf
 
+from gradlab import _backward as bw
 from gradlab import _validation as v
+from gradlab._surrogates import straight_through, surrogate_step
 from gradlab._validation import Scalar
 
 __all__ = [
@@ -52,94 +53,6 @@ __all__ = [
 ]
 
 GradientFn = Callable[[tf.Tensor], Optional[tf.Tensor]]
-Upstream = Union[tf.Tensor, tf.IndexedSlices]
-
-
-def _dense(dy: Upstream) -> tf.Tensor:
-    """The upstream gradient as a dense tensor: an ``IndexedSlices`` is summed over its indices."""
-    if isinstance(dy, tf.IndexedSlices):
-        return tf.convert_to_tensor(dy)
-    return dy
-
-
-def _scaled(dy: Upstream, factor: Scalar) -> Upstream:
-    """``factor * dy``, keeping an ``IndexedSlices`` sparse (exact: scaling distributes over sums).
-
-    Computed in :func:`~gradlab._validation.compute_dtype` (float32 for half precision) and rounded
-    once to ``dy``'s dtype.
-    """
-    if isinstance(dy, tf.IndexedSlices):
-        return tf.IndexedSlices(_scaled(dy.values, factor), dy.indices, dy.dense_shape)
-    compute = v.compute_dtype(dy.dtype)
-    if compute == dy.dtype:
-        return dy * _cast(factor, dy.dtype)
-    return tf.cast(tf.cast(dy, compute) * _cast(factor, compute), dy.dtype)
-
-
-def _cast(param: Scalar, dtype: tf.DType) -> tf.Tensor:
-    """``param`` as a tensor of ``dtype``, rounded once from its full-precision value.
-
-    A Python number goes straight to ``dtype``: ``tf.cast(0.1, tf.float64)`` would first make a
-    float32 constant and lose the bits float64 keeps. Tensors and variables are cast as usual.
-    """
-    if isinstance(param, (int, float)):
-        with np.errstate(over="ignore"):  # a clip bound beyond the dtype's range becomes +-inf, rightly
-            return tf.constant(param, dtype)
-    return tf.cast(param, dtype)
-
-
-def _read(param: Scalar) -> Scalar:
-    """``param`` with a variable read now, in the forward pass; a number or tensor as it is.
-
-    The backward pass closes over the value read here. A custom gradient that reads a variable
-    itself fails inside ``tf.cond`` (``AttributeError``) and ``tf.while_loop`` (``ValueError``)
-    in a ``tf.function``, a TensorFlow limitation; a tensor read in the forward pass does not.
-
-    A Keras variable is read through its backend ``tf.Variable`` (``_value``, when it has one),
-    at full precision: reading the Keras variable inside a layer's ``call`` under ``mixed_float16``
-    would autocast it to float16 and round a factor such as ``1e-6`` to a subnormal.
-    """
-    if not v.is_variable(param):
-        return param
-    backend = getattr(param, "_value", None) if not isinstance(param, tf.Variable) else None
-    return tf.convert_to_tensor(backend if isinstance(backend, tf.Variable) else param)
-
-
-def _read_params(params: dict) -> tuple:
-    """``(values, unchecked)``: the validated parameters with variables read now, and the subset of
-    ``values`` that call time could not check (variables and graph tensors), for
-    :func:`~gradlab._validation.run_time_checks`."""
-    values = {name: _read(param) for name, param in params.items()}
-    unchecked = {name: values[name] for name, param in params.items() if v.static_value(param) is None}
-    return values, unchecked
-
-
-def _check_static(param: Scalar, name: str, dtype: tf.DType) -> None:
-    """Refuses, at call time, a known parameter that ``dtype`` cannot represent (see
-    :func:`~gradlab._validation.check_representable`)."""
-    number = v.static_value(param)
-    if number is not None:
-        v.check_representable(number, name, dtype)
-
-
-def _after(checks: list, gradient: Upstream) -> Upstream:
-    """``gradient``, computed after the run-time parameter checks (if any) have passed."""
-    if not checks:
-        return gradient
-    with tf.control_dependencies(checks):
-        if isinstance(gradient, tf.IndexedSlices):
-            return tf.IndexedSlices(tf.identity(gradient.values), gradient.indices, gradient.dense_shape)
-        return tf.identity(gradient)
-
-
-def _identity_with_gradient(x: tf.Tensor, grad_fn: GradientFn) -> tf.Tensor:
-    """``tf.identity(x)`` whose backward pass sends ``grad_fn(dy)``."""
-
-    @tf.custom_gradient
-    def _identity(t):
-        return tf.identity(t), grad_fn
-
-    return _identity(x)
 
 
 def map_gradient(x, fn: GradientFn) -> tf.Tensor:
@@ -192,7 +105,7 @@ def map_gradient(x, fn: GradientFn) -> tf.Tensor:
     x = v.as_float_tensor(x, "x")
 
     def grad(dy):
-        dy = _dense(dy)
+        dy = bw.dense(dy)
         result = fn(dy)
         if result is None:
             return None
@@ -209,7 +122,7 @@ def map_gradient(x, fn: GradientFn) -> tf.Tensor:
             )
         return _same_shape_at_run_time(result, dy)
 
-    return _identity_with_gradient(x, grad)
+    return bw.identity_with_gradient(x, grad)
 
 
 def _same_shape_at_run_time(result: tf.Tensor, dy: tf.Tensor) -> tf.Tensor:
@@ -316,16 +229,16 @@ def clip_gradient(x, clip_min: Scalar, clip_max: Scalar) -> tf.Tensor:
     if low is not None and high is not None:
         v.check_clip_order(low, high)
     x = v.as_float_tensor(x, "x")
-    values, unchecked = _read_params({"clip_min": clip_min, "clip_max": clip_max})
+    values, unchecked = bw.read_params({"clip_min": clip_min, "clip_max": clip_max})
 
     def grad(dy):
         checks = v.run_time_checks(unchecked)
         if unchecked:
             checks += v.run_time_order_check(values["clip_min"], values["clip_max"])
-        low, high = _cast(values["clip_min"], dy.dtype), _cast(values["clip_max"], dy.dtype)
-        return _after(checks, tf.clip_by_value(_dense(dy), low, high))
+        low, high = bw.cast(values["clip_min"], dy.dtype), bw.cast(values["clip_max"], dy.dtype)
+        return bw.after(checks, tf.clip_by_value(bw.dense(dy), low, high))
 
-    return _identity_with_gradient(x, grad)
+    return bw.identity_with_gradient(x, grad)
 
 
 def clip_gradient_norm(x, max_norm: Scalar) -> tf.Tensor:
@@ -381,13 +294,13 @@ def clip_gradient_norm(x, max_norm: Scalar) -> tf.Tensor:
     """
     max_norm = v.scalar(max_norm, "max_norm", positive=True)
     x = v.as_float_tensor(x, "x")
-    values, unchecked = _read_params({"max_norm": max_norm})
+    values, unchecked = bw.read_params({"max_norm": max_norm})
 
     def grad(dy):
         checks = v.run_time_checks(unchecked, positive=True)
-        return _after(checks, _clip_by_norm(_dense(dy), values["max_norm"]))
+        return bw.after(checks, _clip_by_norm(bw.dense(dy), values["max_norm"]))
 
-    return _identity_with_gradient(x, grad)
+    return bw.identity_with_gradient(x, grad)
 
 
 def _clip_by_norm(dy: tf.Tensor, max_norm: Scalar) -> tf.Tensor:
@@ -398,7 +311,7 @@ def _clip_by_norm(dy: tf.Tensor, max_norm: Scalar) -> tf.Tensor:
     norm fails the test and gives a NaN factor; an infinite one gives the factor 0.
     """
     compute = v.compute_dtype(dy.dtype)
-    m = _cast(max_norm, tf.float64)
+    m = bw.cast(max_norm, tf.float64)
     if dy.dtype == tf.float64:
         factor = _float64_clip_factor(dy, m)
     else:
@@ -463,118 +376,11 @@ def _scaled_identity(x, factor: Scalar, negate: bool) -> tf.Tensor:
     factor = v.scalar(factor, "factor")
     x = v.as_float_tensor(x, "x")
     compute = v.compute_dtype(x.dtype)
-    _check_static(factor, "factor", compute)
-    values, unchecked = _read_params({"factor": factor})
+    bw.check_static(factor, "factor", compute)
+    values, unchecked = bw.read_params({"factor": factor})
 
     def grad(dy):
         checks = v.run_time_checks(unchecked, dtype=compute)
-        return _after(checks, _scaled(dy, -values["factor"] if negate else values["factor"]))
+        return bw.after(checks, bw.scaled(dy, -values["factor"] if negate else values["factor"]))
 
-    return _identity_with_gradient(x, grad)
-
-
-def straight_through(forward, backward) -> tf.Tensor:
-    """The value of ``forward`` with the gradient of ``backward`` (a straight-through estimator).
-
-    ::
-
-        value:     y = forward                 (bitwise)
-        backward:  dL/d(backward) = dL/dy,     dL/d(forward) = None
-
-    The classic trick ``backward + tf.stop_gradient(forward - backward)`` has the same gradient,
-    but its value is computed in floating point as ``b + (f - b)``, which rounds and is then *not*
-    bitwise ``forward``. This op returns ``forward`` itself.
-
-    Args:
-      forward: the tensor whose value to use, for instance ``tf.round(x)``.
-      backward: a tensor of the same shape and dtype whose gradient to use, for instance ``x``.
-
-    Returns:
-      A tensor equal to ``forward``.
-
-    Raises:
-      TypeError: if either is not floating-point, or their dtypes differ.
-      ValueError: if their shapes are incompatible.
-
-    Example:
-      >>> import tensorflow as tf, gradlab
-      >>> x = tf.constant([0.2, 1.7])
-      >>> with tf.GradientTape() as tape:
-      ...     tape.watch(x)
-      ...     y = gradlab.straight_through(tf.round(x), x)  # round forward, identity backward
-      >>> y.numpy(), tape.gradient(y, x).numpy()
-      (array([0., 2.], dtype=float32), array([1., 1.], dtype=float32))
-    """
-    forward = v.as_float_tensor(forward, "forward")
-    backward = v.as_float_tensor(backward, "backward")
-    if forward.dtype != backward.dtype:
-        got = f"got forward {forward.dtype.name} and backward {backward.dtype.name}"
-        raise TypeError(f"forward and backward must have one dtype; {got}. Cast one of them.")
-    if not forward.shape.is_compatible_with(backward.shape):
-        got = f"got forward {forward.shape} and backward {backward.shape}"
-        raise ValueError(f"forward and backward must have one shape; {got}. The gradient of backward has backward's "
-                         "shape, so it cannot carry forward's gradient unless the shapes agree (broadcast explicitly first).")
-    value = tf.stop_gradient(forward)
-
-    @tf.custom_gradient
-    def _straight_through(b):
-        return tf.identity(value), lambda dy: dy
-
-    return _straight_through(backward)
-
-
-def surrogate_step(x, width: Scalar = 1.0) -> tf.Tensor:
-    """Heaviside step in the forward pass; a triangular surrogate derivative in the backward pass.
-
-    ::
-
-        forward:   y = 1 if x > 0 else 0        (cast to x's dtype)
-        backward:  dL/dx = dL/dy * max(0, 1 - |x| / width)
-
-    The step's true derivative is zero almost everywhere, so nothing would learn through it. This
-    is the source material's ``non_differentiable`` example, with the factor ``dL/dy`` that the
-    original forgot (without it the chain rule is broken: the same gradient is sent back whatever
-    the loss).
-
-    For float16 and bfloat16 the surrogate is computed in float32 and the gradient rounded once to
-    the dtype (a float16 ``width=1e-8`` would otherwise round to 0 and give NaN).
-
-    Args:
-      x: a floating-point tensor, NumPy array or list.
-      width: half-width of the triangle, a finite real number > 0, scalar tensor or ``tf.Variable``
-        (read in the forward pass); a normal number of the dtype the surrogate is computed in (at
-        least 1.2e-38 and at most 3.4e38 for float32, float16 and bfloat16).
-
-    Returns:
-      A tensor of ``x``'s shape and dtype holding 0s and 1s.
-
-    Raises:
-      TypeError: if ``x`` is not floating-point or ``width`` is not a real number.
-      ValueError: if ``width`` is not finite, ``width <= 0``, or not representable as above.
-
-    Example:
-      >>> import tensorflow as tf, gradlab
-      >>> x = tf.constant([-0.5, 0.25, 2.0])
-      >>> with tf.GradientTape() as tape:
-      ...     tape.watch(x)
-      ...     y = gradlab.surrogate_step(x)
-      >>> y.numpy(), tape.gradient(y, x).numpy()
-      (array([0., 1., 1.], dtype=float32), array([0.5 , 0.75, 0.  ], dtype=float32))
-    """
-    width = v.scalar(width, "width", positive=True)
-    x = v.as_float_tensor(x, "x")
-    compute = v.compute_dtype(x.dtype)
-    _check_static(width, "width", compute)
-    values, unchecked = _read_params({"width": width})
-
-    @tf.custom_gradient
-    def _step(t):
-        def grad(dy):
-            checks = v.run_time_checks(unchecked, positive=True, dtype=compute)
-            w = _cast(values["width"], compute)
-            surrogate = tf.nn.relu(1 - tf.abs(tf.cast(t, compute)) / w)
-            return _after(checks, tf.cast(tf.cast(_dense(dy), compute) * surrogate, t.dtype))
-
-        return tf.cast(t > 0, t.dtype), grad
-
-    return _step(x)
+    return bw.identity_with_gradient(x, grad)

@@ -64,119 +64,17 @@ Limitations (TensorFlow 2.21)
 """
 from __future__ import annotations
 
-import dataclasses
-import sys
 from typing import Dict, Tuple
 
 import numpy as np
 import tensorflow as tf
 
+from gradlab import _probe_storage as storage
+from gradlab import _probe_tracing as tracing
 from gradlab import _validation as v
 from gradlab import ops
 
-try:  # private, but the only way to know at trace time that XLA will compile the graph
-    from tensorflow.python.framework import ops as _tf_ops
-    from tensorflow.python.ops import control_flow_util as _control_flow_util
-
-    def _in_xla_context() -> bool:
-        return bool(_control_flow_util.GraphOrParentsInXlaContext(_tf_ops.get_default_graph()))
-
-except (ImportError, AttributeError):  # pragma: no cover - a TensorFlow without it
-    def _in_xla_context() -> bool:
-        return False
-
-try:  # private, but the only way to know at trace time that pfor will vectorize the graph
-    from tensorflow.python.ops.parallel_for import control_flow_ops as _pfor_ops
-
-    _PFOR_CODE = _pfor_ops._pfor_impl.__code__
-except (ImportError, AttributeError):  # pragma: no cover - a TensorFlow without it
-    _PFOR_CODE = None
-
-
-def _in_pfor_loop() -> bool:
-    """Whether the ops built now are a ``pfor`` loop body (``tape.jacobian``, ``vectorized_map``).
-
-    ``pfor`` traces its loop body from ``_pfor_impl``, so that frame is on the Python stack exactly
-    while the body is built.
-    """
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code is _PFOR_CODE:
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _pfor_assign_one(pfor_input):
-    """pfor's vectorized form of the probe's ``AssignVariableOp``: keep one iteration's gradient.
-
-    pfor stacks the iterations' gradients; the last one is written, as a loop run one iteration
-    after another would leave it. (The loop body pfor traced stays in the graph and may run too,
-    writing the first iteration's gradient: one of the gradients either way, as documented for a
-    name that sees several.)
-    """
-    handle = pfor_input.unstacked_input(0)
-    value, stacked, sparse_stacked = pfor_input.input(1)
-    if sparse_stacked:  # pragma: no cover - the probe assigns a dense tensor
-        raise RuntimeError(_PFOR_MESSAGE)
-    if stacked:
-        if value.shape.rank is not None and value.shape[0] == 0:
-            return tf.no_op()  # an empty chunk (parallel_iterations dividing the rows)
-        value = value[-1]
-    return tf.raw_ops.AssignVariableOp(resource=handle, value=value)
-
-
-def _pfor_count_iterations(pfor_input):
-    """pfor's vectorized form of the probe's count ``AssignAddVariableOp``: one per iteration.
-
-    Built inside a pfor loop body, the probe adds 0 (the body pfor traced may run as it is, once
-    per vectorized chunk); its vectorized form adds the chunk's number of iterations, so the count
-    grows by one per iteration, as in a loop run one iteration after another.
-    """
-    handle = pfor_input.unstacked_input(0)
-    iterations = tf.cast(pfor_input.pfor.loop_len_vector[0], tf.int64)
-    return tf.raw_ops.AssignAddVariableOp(resource=handle, value=iterations)
-
-
-def _pfor_refuse(pfor_input):
-    """For a probe built outside a pfor loop body whose backward pass pfor vectorizes anyway."""
-    raise RuntimeError(_PFOR_MESSAGE)
-
-
-def _vectorizable(op, converter) -> None:
-    """Gives a graph op the converter pfor uses for it instead of failing on a variable write.
-
-    ``pfor`` looks for a ``pfor_converter`` attribute on an op before its registry (TensorFlow
-    2.16 to 2.21).
-    """
-    if op is None:  # eagerly: nothing to vectorize
-        return
-    try:
-        op.pfor_converter = converter
-    except AttributeError:  # pragma: no cover - an Operation that takes no attribute: pfor fails
-        pass
-
-
-_PFOR_MESSAGE = (
-    "GradientProbe cannot record here: tape.jacobian, tape.batch_jacobian and tf.vectorized_map "
-    "vectorize the backward pass (pfor), and this probe's backward pass was built before, outside "
-    "the vectorized loop (typically a tf.function forward whose backward function TensorFlow "
-    "reuses), so the number of gradients that pass cannot be counted. Pass "
-    "experimental_use_pfor=False to jacobian/batch_jacobian (the probe then records the backward "
-    "pass of every row), or run the forward pass eagerly or in the same tf.function as the "
-    "jacobian."
-)
-
 __all__ = ["GradientProbe"]
-
-
-@dataclasses.dataclass(frozen=True)
-class _Slot:
-    """The storage of one name: the last gradient, how many arrived, and their dtype."""
-
-    value: tf.Variable
-    count: tf.Variable
-    dtype: tf.DType
 
 
 def _check_name(name: object) -> str:
@@ -188,42 +86,6 @@ def _check_name(name: object) -> str:
     if not name:
         raise ValueError("name must be a non-empty string, e.g. name='layer1'; got ''.")
     return name
-
-
-def _per_replica(variable) -> tuple:
-    """The variable's copy on every replica, in replica order (one copy without a strategy)."""
-    if isinstance(variable, tf.distribute.DistributedValues):
-        return tuple(variable.values)
-    return (variable,)
-
-
-def _check_distribution(name: str, slot: _Slot) -> None:
-    """Refuses to record where the name's variables would drop or mix replicas' gradients.
-
-    Each replica must write its own copy: the name's variables must belong to the strategy in
-    force, and a strategy's copies are written from its replicas (``strategy.run``, ``fit``), not
-    from its cross-replica context.
-    """
-    strategy = tf.distribute.get_strategy()
-    distributed = isinstance(slot.count, tf.distribute.DistributedValues)
-    owned = strategy.extended.variable_created_in_scope(slot.count)
-    if not owned and (distributed or strategy.num_replicas_in_sync > 1):  # one replica: harmless
-        here = (f"under {type(strategy).__name__} ({strategy.num_replicas_in_sync} replicas)"
-                if tf.distribute.has_strategy() else "without a distribution strategy")
-        where = "under another distribution strategy" if distributed else "outside it"
-        raise RuntimeError(
-            f"GradientProbe: name {name!r} records a backward pass {here}, but it was first "
-            f"watched {where}, so its storage is not one copy per replica here. Watch a name "
-            "first where it records (under a strategy: build the model in strategy.scope()), or "
-            "use another name or a new GradientProbe."
-        )
-    if distributed and tf.distribute.in_cross_replica_context():
-        raise RuntimeError(
-            f"GradientProbe: name {name!r} keeps one copy per replica of "
-            f"{type(strategy).__name__}, and this backward pass runs in its cross-replica context "
-            "(under strategy.scope(), outside strategy.run): no replica to record it for. Compute "
-            "the gradient inside strategy.run (as model.fit does)."
-        )
 
 
 class GradientProbe:
@@ -271,7 +133,7 @@ class GradientProbe:
     """
 
     def __init__(self) -> None:
-        self._slots: Dict[str, _Slot] = {}
+        self._slots: Dict[str, storage.Slot] = {}
 
     def __repr__(self) -> str:
         return f"GradientProbe(names={list(self._slots)!r})"
@@ -330,27 +192,27 @@ class GradientProbe:
                 "intermediate tensors' gradients instead."
             )
         slot = self._slot(name, x)
-        if not tf.executing_eagerly() and _in_xla_context():
-            self._prepare_for_xla(name, slot, x)
+        if not tf.executing_eagerly() and tracing.in_xla_context():
+            storage.fit_for_xla(name, slot, x)
 
         def record(dy):
-            _check_distribution(name, slot)
+            storage.check_distribution(name, slot)
             dense = tf.convert_to_tensor(dy)  # an IndexedSlices upstream is recorded densely
             # In a pfor loop body (tape.jacobian...) the count's vectorized form adds the number
             # of iterations, and the body itself, which may also run, adds 0.
-            in_pfor = not tf.executing_eagerly() and _in_pfor_loop()
+            in_pfor = not tf.executing_eagerly() and tracing.in_pfor_loop()
             updates = [
                 slot.value.assign(dense, read_value=False),
                 slot.count.assign_add(0 if in_pfor else 1, read_value=False),
             ]
-            _vectorizable(updates[0], _pfor_assign_one if in_pfor else _pfor_refuse)
-            _vectorizable(updates[1], _pfor_count_iterations if in_pfor else _pfor_refuse)
+            tracing.vectorizable(updates[0], tracing.pfor_assign_one if in_pfor else tracing.pfor_refuse)
+            tracing.vectorizable(updates[1], tracing.pfor_count_iterations if in_pfor else tracing.pfor_refuse)
             with tf.control_dependencies([u for u in updates if u is not None]):  # None eagerly
                 return tf.identity(dense)
 
         return ops.map_gradient(x, record)
 
-    def _slot(self, name: str, x: tf.Tensor) -> _Slot:
+    def _slot(self, name: str, x: tf.Tensor) -> storage.Slot:
         slot = self._slots.get(name)
         if slot is not None:
             if slot.dtype != x.dtype:
@@ -359,47 +221,8 @@ class GradientProbe:
                     f"{x.dtype.name} tensor. Use another name for it."
                 )
             return slot
-        shape = x.shape if x.shape.is_fully_defined() else [0]
-        try:
-            with tf.init_scope():  # outside any trace: the variables outlive the function graph
-                # ON_READ: under a distribution strategy every replica keeps its own copy
-                # (without one, a plain variable).
-                slot = _Slot(
-                    value=tf.Variable(tf.zeros(shape, x.dtype), shape=tf.TensorShape(None),
-                                      trainable=False, name="probe_gradient",
-                                      synchronization=tf.VariableSynchronization.ON_READ,
-                                      aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA),
-                    count=tf.Variable(tf.constant(0, tf.int64), trainable=False,
-                                      name="probe_count",
-                                      synchronization=tf.VariableSynchronization.ON_READ,
-                                      aggregation=tf.VariableAggregation.SUM),
-                    dtype=x.dtype,
-                )
-        except ValueError as err:
-            if "first call" not in str(err):
-                raise
-            raise RuntimeError(
-                f"GradientProbe: name {name!r} is watched for the first time in a later trace of "
-                "an already traced tf.function, and tf.function creates variables on its first "
-                "trace only. Watch every name in the function's first call, or once eagerly "
-                "before (e.g. probe(tf.zeros(shape), name))."
-            ) from None
-        self._slots[name] = slot
+        slot = self._slots[name] = storage.new_slot(name, x)
         return slot
-
-    @staticmethod
-    def _prepare_for_xla(name: str, slot: _Slot, x: tf.Tensor) -> None:
-        """XLA compiles with the variable's current shape: make it the probed tensor's shape."""
-        if not x.shape.is_fully_defined():
-            raise ValueError(
-                f"GradientProbe under jit_compile=True needs a fully known shape; {name!r} has "
-                f"shape {x.shape} when the function is traced. Give the tf.function a fully "
-                "defined input_signature, or use jit_compile=False."
-            )
-        with tf.init_scope():
-            if tuple(tf.shape(slot.value).numpy()) != tuple(x.shape):
-                slot.value.assign(tf.zeros(x.shape, slot.dtype))
-                slot.count.assign(0)  # the old gradient is gone
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -420,7 +243,7 @@ class GradientProbe:
           RuntimeError: inside a ``tf.function`` (read it after the call).
         """
         self._require_eager("counts")
-        return {name: sum(self._replica_counts(slot)) for name, slot in self._slots.items()}
+        return {name: sum(storage.replica_counts(slot)) for name, slot in self._slots.items()}
 
     @property
     def gradients(self) -> Dict[str, np.ndarray]:
@@ -476,17 +299,13 @@ class GradientProbe:
         self._require_eager("replica_gradients")
         result = {}
         for name, slot in self._slots.items():
-            counts = self._replica_counts(slot)
+            counts = storage.replica_counts(slot)
             parts = tuple(
-                copy.numpy() for copy, count in zip(_per_replica(slot.value), counts) if count > 0
+                copy.numpy() for copy, count in zip(storage.per_replica(slot.value), counts) if count > 0
             )
             if parts:
                 result[name] = parts
         return result
-
-    @staticmethod
-    def _replica_counts(slot: _Slot) -> Tuple[int, ...]:
-        return tuple(int(copy.numpy()) for copy in _per_replica(slot.count))
 
     def gradient(self, name: str) -> tf.Tensor:
         """The last gradient recorded under ``name``, as a tensor; works inside ``tf.function`` too.
@@ -575,7 +394,7 @@ class GradientProbe:
         for slot in self._slots.values():
             slot.count.assign(0)
 
-    def _get(self, name: str) -> _Slot:
+    def _get(self, name: str) -> storage.Slot:
         name = _check_name(name)
         if name not in self._slots:
             raise KeyError(
