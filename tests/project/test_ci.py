@@ -179,3 +179,44 @@ def test_the_oldest_library_leg_installs_the_oldest_stack_as_pinned():
     assert set(plans[0]) == pins
     pinned = [r for r in plans[1] if r.startswith("tensorflow")]
     assert pinned and pinned[0].split("==")[1] in (ROOT / "requirements.txt").read_text()
+
+
+# --- make targets, run against a stub environment (VENV=...: its python, ruff and uv record calls) ---
+
+def _stub_venv(tmp_path: Path) -> tuple[Path, Path]:
+    venv, log = tmp_path / "venv", tmp_path / "venv-calls.log"
+    (venv / "bin").mkdir(parents=True)
+    for name in ("python", "ruff", "uv"):
+        _write(venv / "bin" / name, RECORD_STUB)
+    log.touch()
+    (venv / ".gradlab-installed").touch()  # newer than the pins: the install step has nothing to do
+    return venv, log
+
+
+def _make(target: str, venv: Path, log: Path) -> list[str]:
+    result = subprocess.run(["make", "--no-print-directory", "-s", target, f"VENV={venv}"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "STUB_LOG": str(log)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    return log.read_text().splitlines()
+
+
+def test_make_lint_runs_ruff_the_notebook_linter_and_the_formatter_check(tmp_path):
+    calls = _make("lint", *_stub_venv(tmp_path))
+    ruff = [call.split() for call in calls if call.startswith("ruff check")]
+    assert ruff and {"gradlab", "tests", "notebooks", "tools"} <= set(ruff[0]), calls
+    assert "python tools/nblint.py" in calls, calls
+    assert "python tools/nbfmt.py --check" in calls, calls
+
+
+def test_make_assignments_installs_the_pinned_grader_within_the_workbook_pins(tmp_path):
+    calls = _make("assignments", *_stub_venv(tmp_path))
+    installs = [call.split() for call in calls if call.startswith("uv pip install")]
+    assert any(["-r", "tools/assignments/requirements.txt"] == i[i.index("-r"):i.index("-r") + 2]
+               and "-c" in i and i[i.index("-c") + 1] == "requirements.txt" for i in installs if "-r" in i), calls
+    assert any(call.startswith("python tools/assignments/make_assignments.py") for call in calls), calls
+
+
+def test_ci_grades_the_instructor_editions_sample(stubs):
+    _, lines = _run(["bash", ".ci/run"], stubs)
+    assert ("test-assignments", "", "all", "0") in _checks(_make_calls(lines))

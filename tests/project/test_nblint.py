@@ -275,13 +275,6 @@ def test_the_rule_list_in_developers_md_is_the_linters():
         "DEVELOPERS.md's rule list is out of date: paste the output of python tools/nblint.py --list")
 
 
-def test_make_lint_runs_ruff_the_linter_and_the_formatter_check():
-    dry_run = subprocess.run(["make", "--no-print-directory", "-n", "lint"], cwd=ROOT,
-                             capture_output=True, text=True, timeout=60)
-    commands = dry_run.stdout
-    assert "ruff check" in commands and "tools/nblint.py" in commands and "tools/nbfmt.py --check" in commands, commands
-
-
 def test_a_solution_whose_output_states_the_answer_is_named(good):
     """After Run All JupyterLab shows a solution's output, and Colab always does: only "passes" may show."""
     data = json.loads(good.read_text())
