@@ -27,7 +27,8 @@ first line. What it stores:
   - nbformat's serialisation, as Jupyter Server writes files (one-space indent, sorted keys, UTF-8
     unescaped, a final newline, multi-line strings split into lines without a trailing ``""``).
   JupyterLab also rewrites ``language_info`` from the kernel; ``make execute`` stores the kernel's
-  own, so only a learner on another Python version sees its ``version`` change.
+  own, and the server settings ``make lab`` and Binder load (``jupyter/jupyter_server_config.py``)
+  put the stored one back on save, so a learner on another Python version keeps a clean clone too.
 """
 from __future__ import annotations
 

@@ -513,7 +513,7 @@ def custom_gradient_first(nb: Notebook):
 
 @rule("widget-state")
 def widget_state(nb: Notebook):
-    """No stored widget state (every widget output carries its own PNG fallback)."""
+    """No stored widget state (gradlab's explorers carry their own PNG fallback; every widget is followed by a static picture)."""
     if "widgets" in nb.metadata:
         yield None, f"stores widget state: run python tools/nbfmt.py {nb.display} (make execute does)"
 

@@ -104,8 +104,13 @@ def check_exercise_2(modify, backward) -> str:
     too_big = {n: v for n, v in result["norms"].items() if v > bound * (1 + 1e-5)}
     if too_big:
         name = next(iter(too_big))
-        raise NotYet(f"{name} still receives a gradient of norm {too_big[name]:.4f} > {bound}.\n"
-                     "One clip acts once: which layers need a clip of their own?")
+        elementwise = backward(lambda h, i: gradlab.clip_gradient(h, -bound, bound))["norms"]
+        if all(np.isclose(result["norms"][n], elementwise[n], rtol=1e-5) for n in names):
+            hint = ("That is an elementwise clip at every layer: each element is within ±0.1, but the\n"
+                    "norm of the whole gradient is not. Clip the norm: gradlab.clip_gradient_norm.")
+        else:
+            hint = "One clip acts once: which layers need a clip of their own?"
+        raise NotYet(f"{name} still receives a gradient of norm {too_big[name]:.4f} > {bound}.\n{hint}")
     dead = [n for n, v in result["weights"].items() if v == 0.0]
     missing = [n for n in names if n not in result["norms"]]
     if dead or missing:

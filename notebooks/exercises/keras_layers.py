@@ -99,8 +99,9 @@ def check_exercise_2(clipped_backward) -> str:
             hint = "grad must clip the upstream gradient elementwise to [-0.1, 0.1] (keras.ops.clip)."
         raise NotYet(f"{convention}, returned {result} for upstream {dy.numpy()};\n"
                      f"expected clip(upstream, -0.1, 0.1) = {expected}.\nHint: {hint}")
-    inputs = keras.Input(shape=(3,))
-    model = keras.Model(inputs, keras.layers.Lambda(keras.ops.custom_gradient(clipped_backward))(inputs))
+    with running("building a Keras model around your function"):
+        inputs = keras.Input(shape=(3,))
+        model = keras.Model(inputs, keras.layers.Lambda(keras.ops.custom_gradient(clipped_backward))(inputs))
     with running("inside a Keras model your function"):
         with tf.GradientTape() as tape:
             tape.watch(x)

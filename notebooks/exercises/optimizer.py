@@ -45,6 +45,8 @@ def _library_calls(fn, grads, max_norm) -> set:
         if match:
             found.add("tf.clip_by_global_norm" if match.group(1) == "clip_by_global_norm"
                       else "tf.linalg.global_norm")
+    if "tf.clip_by_global_norm" in found:  # it calls tf.linalg.global_norm itself: name only the call made
+        found.discard("tf.linalg.global_norm")
     return found
 
 

@@ -133,3 +133,10 @@ def test_exercise_2_refuses_shrinking_more_than_a_clip(modify, label, backward, 
     clipped = backward(lambda h, i: gradlab.clip_gradient_norm(h, 0.1))["norms"]
     assert "shrinks the gradient more than a clip" in out
     assert "dense_6 receives" in out and f"leaves {clipped['dense_6']:.4f}" in out
+
+
+def test_exercise_2_names_an_elementwise_clip_at_every_layer(backward, capsys):
+    elementwise = lambda h, i: gradlab.clip_gradient(h, -0.1, 0.1)  # noqa: E731
+    assert check_exercise_2(elementwise, backward).passed is False
+    out = capsys.readouterr().out
+    assert "elementwise clip at every layer" in out and "clip_gradient_norm" in out

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 import gradlab
@@ -108,3 +109,16 @@ def test_exercise_2_explains_identity_and_the_torch_convention(capsys):
     assert "expected clip(upstream, -0.1, 0.1) = [[ 0.05 -0.1   0.1 ]]" in out and "unchanged" in out
     assert check_exercise_2(lambda x: x).passed is False
     assert "return two things" in capsys.readouterr().out
+
+
+def test_exercise_2_reports_an_answer_that_breaks_only_inside_a_keras_model(capsys):
+    """A value made with NumPy passes the eager part; building the Keras model then fails: a Not yet."""
+    def numpy_value(x):
+        def grad(*args, upstream=None):
+            upstream = args[-1] if upstream is None else upstream
+            return keras.ops.clip(upstream, -0.1, 0.1)
+        return tf.constant(np.array(x)), grad
+
+    assert check_exercise_2(numpy_value).passed is False
+    out = capsys.readouterr().out
+    assert out.startswith("Not yet") and "Keras model" in out
