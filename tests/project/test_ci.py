@@ -186,15 +186,15 @@ def test_the_oldest_library_leg_installs_the_oldest_stack_as_pinned():
 def _stub_venv(tmp_path: Path) -> tuple[Path, Path]:
     venv, log = tmp_path / "venv", tmp_path / "venv-calls.log"
     (venv / "bin").mkdir(parents=True)
-    for name in ("python", "ruff", "uv"):
+    for name in ("python", "ruff", "uv", "jupyter"):
         _write(venv / "bin" / name, RECORD_STUB)
     log.touch()
     (venv / ".gradlab-installed").touch()  # newer than the pins: the install step has nothing to do
     return venv, log
 
 
-def _make(target: str, venv: Path, log: Path) -> list[str]:
-    result = subprocess.run(["make", "--no-print-directory", "-s", target, f"VENV={venv}"], cwd=ROOT,
+def _make(target: str, venv: Path, log: Path, *variables: str) -> list[str]:
+    result = subprocess.run(["make", "--no-print-directory", "-s", target, f"VENV={venv}", *variables], cwd=ROOT,
                             capture_output=True, text=True, timeout=120,
                             env={**os.environ, "STUB_LOG": str(log)})
     assert result.returncode == 0, result.stdout + result.stderr
@@ -220,3 +220,10 @@ def test_make_assignments_installs_the_pinned_grader_within_the_workbook_pins(tm
 def test_ci_grades_the_instructor_editions_sample(stubs):
     _, lines = _run(["bash", ".ci/run"], stubs)
     assert ("test-assignments", "", "all", "0") in _checks(_make_calls(lines))
+
+
+def test_make_execute_formats_what_it_executed(tmp_path):
+    calls = _make("execute", *_stub_venv(tmp_path), "NB=notebooks/00_start_here.ipynb")
+    executed = next(i for i, call in enumerate(calls) if call.startswith("jupyter nbconvert") and "--execute" in call)
+    assert calls[executed].endswith("notebooks/00_start_here.ipynb"), calls
+    assert "python tools/nbfmt.py notebooks/00_start_here.ipynb" in calls[executed + 1:], calls

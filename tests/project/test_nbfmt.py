@@ -144,11 +144,3 @@ def test_formatting_a_stored_notebook_changes_only_metadata_and_first_lines(path
             {k: v for k, v in new.metadata.items() if k not in strip}
     assert {k: v for k, v in before.metadata.items() if k not in ("kernelspec", "widgets")} == \
         {k: v for k, v in after.metadata.items() if k not in ("kernelspec", "widgets")}
-
-
-def test_make_execute_formats_what_it_executed():
-    dry_run = subprocess.run(["make", "--no-print-directory", "-n", "execute", "NB=notebooks/00_start_here.ipynb"],
-                             cwd=ROOT, capture_output=True, text=True, timeout=60)
-    lines = dry_run.stdout.splitlines()
-    execute = next(i for i, line in enumerate(lines) if "nbconvert" in line and "--execute" in line)
-    assert any("tools/nbfmt.py notebooks/00_start_here.ipynb" in line for line in lines[execute + 1:]), dry_run.stdout
