@@ -99,7 +99,8 @@ def _transposed(fn, x, u, *, upstream=None):
         w = tf.ones_like(y)
         outer.watch(w)
         vjp = inner.gradient(y, x, output_gradients=w)
-    return outer.gradient(vjp, w, output_gradients=upstream).numpy()
+    transposed = outer.gradient(vjp, w, output_gradients=upstream)
+    return None if transposed is None else transposed.numpy()
 
 
 def _vjp(fn, x, w):
