@@ -166,25 +166,6 @@ def self_check(body: Callable[..., str]) -> SelfCheck:
     return SelfCheck(body)
 
 
-def custom_gradient_ops(fn: Callable[..., Any], *args: tf.Tensor) -> list[str]:
-    """The ``tf.custom_gradient`` rules ``fn(*args)`` builds, found by tracing it into a graph.
-
-    In a graph, ``tf.custom_gradient`` wraps its outputs in an ``IdentityN`` op whose
-    ``_gradient_op_type`` attribute names the registered rule; autodiff of ordinary ops leaves none.
-    Returns the rule names (empty if ``fn`` uses no custom gradient), so a check can tell an answer
-    that uses the technique from one that reaches the same numbers another way.
-    """
-    specs = [tf.TensorSpec.from_tensor(tf.convert_to_tensor(arg)) for arg in args]
-    graph = tf.function(fn).get_concrete_function(*specs).graph
-    names = []
-    for op in graph.get_operations():
-        try:
-            names.append(op.get_attr("_gradient_op_type").decode())
-        except ValueError:
-            continue
-    return names
-
-
 class GradientRule(NamedTuple):
     """One op of a traced graph whose gradient is replaced (see :func:`gradient_rules`)."""
 
@@ -227,9 +208,9 @@ def _rule_origin(name: str) -> str:
 def gradient_rules(fn: Callable[..., Any], *args: Any) -> list[GradientRule]:
     """Every op of the graph ``fn(*args)`` builds whose gradient is replaced, found by tracing it.
 
-    Like :func:`custom_gradient_ops`, but it also searches the graphs of nested ``tf.function``
-    calls and control-flow branches (a ``@tf.function`` answer builds its ops there), and says
-    which op carries the rule (``IdentityN`` for ``tf.custom_gradient`` and everything built on it:
+    It searches the graphs of nested ``tf.function`` calls and control-flow branches too (a
+    ``@tf.function`` answer builds its ops there), and says which op carries the rule
+    (``IdentityN`` for ``tf.custom_gradient`` and everything built on it:
     gradlab's ops, ``keras.ops.custom_gradient``; ``Relu`` for a ``Relu`` built under
     ``gradlab.gradient_override``) and where its gradient function comes from. ``fn`` may be a
     ``tf.function`` or a Keras model.
@@ -253,3 +234,14 @@ def gradient_rules(fn: Callable[..., Any], *args: Any) -> list[GradientRule]:
             if nested is not None:
                 graphs.append(nested)
     return rules
+
+
+def custom_gradient_ops(fn: Callable[..., Any], *args: Any) -> list[str]:
+    """The names of the ``tf.custom_gradient`` rules ``fn(*args)`` builds (see :func:`gradient_rules`).
+
+    In a graph, ``tf.custom_gradient`` wraps its outputs in an ``IdentityN`` op whose
+    ``_gradient_op_type`` attribute names the registered rule; autodiff of ordinary ops leaves none.
+    Empty if ``fn`` uses no custom gradient, so a check can tell an answer that uses the technique
+    from one that reaches the same numbers another way.
+    """
+    return [rule.name for rule in gradient_rules(fn, *args) if rule.op_type == "IdentityN"]
