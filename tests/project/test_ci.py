@@ -93,8 +93,6 @@ def _checks(calls: list[dict]) -> set[tuple]:
             elif target == "test-versions":
                 legs = variables.get("VERSIONS", "").split() or LEGS
                 checks |= {(target, leg, call["cpus"], call["nudge"]) for leg in legs}
-            elif target.startswith("test-library-"):
-                checks.add((target, "", call["cpus"], call["nudge"]))
             else:
                 checks.add((target, "", call["cpus"], call["nudge"]))
     return checks
