@@ -194,7 +194,12 @@ def test_scale_and_reverse_are_exact_products(dtype, data, factor):
         lambda t: gradlab.reverse_gradient(t, factor), x_np, dy_np
     )
     # Equal values (0.0 == -0.0): one correctly rounded multiplication in the dtype, as in NumPy.
-    kept = normal(dy_np, product, f)
+    # TensorFlow's CPU kernels flush subnormal results to zero, the float32 product of a half
+    # precision dy included: where that product is subnormal (a bfloat16 dy of 2**-126 times
+    # 1 - 2**-8 rounds up to 2**-126 in NumPy, to 0 in TensorFlow), it is not compared.
+    with np.errstate(over="ignore"):
+        in_compute = dy_np.astype(compute) * f
+    kept = normal(dy_np, product, f, in_compute)
     expected = product.astype(np.float64)[kept]
     np.testing.assert_array_equal(scaled.numpy().astype(np.float64)[kept], expected)
     np.testing.assert_array_equal(reversed_.numpy().astype(np.float64)[kept], -expected)
