@@ -208,28 +208,29 @@ def undeclared_error(nb: Notebook):
                           "if it fails on purpose")
 
 
-@rule("log-noise")
-def log_noise(nb: Notebook):
-    """No TensorFlow log noise in outputs."""
-    for index, _, output in outputs(nb):
-        if match := NOISE.search(output_text(output)):
-            yield index, f"shows TensorFlow log noise {match[0]!r}: call workbook.setup() before TensorFlow loads"
+# Text no stored output may show: (rule, its documentation, pattern, what a match is, what to do).
+FORBIDDEN_OUTPUT = (
+    ("log-noise", "No TensorFlow log noise in outputs.", NOISE, "TensorFlow log noise",
+     "call workbook.setup() before TensorFlow loads"),
+    ("machine-path", "No machine paths in outputs.", PATHS, "a machine path",
+     "print names relative to a temporary directory, not paths"),
+    ("memory-address", "No memory addresses in outputs.", ADDRESS, "a memory address",
+     "print a name or a value instead of the object"),
+)
 
 
-@rule("machine-path")
-def machine_path(nb: Notebook):
-    """No machine paths in outputs."""
-    for index, _, output in outputs(nb):
-        if match := PATHS.search(output_text(output)):
-            yield index, f"shows a machine path {match[0]!r}: print names relative to a temporary directory, not paths"
+def forbidden_output_rule(doc: str, pattern: re.Pattern, what: str, fix: str):
+    """A rule that reports every stored output in which ``pattern`` occurs."""
+    def check(nb: Notebook):
+        for index, _, output in outputs(nb):
+            if match := pattern.search(output_text(output)):
+                yield index, f"shows {what} {match[0]!r}: {fix}"
+    check.__doc__ = doc
+    return check
 
 
-@rule("memory-address")
-def memory_address(nb: Notebook):
-    """No memory addresses in outputs."""
-    for index, _, output in outputs(nb):
-        if match := ADDRESS.search(output_text(output)):
-            yield index, f"shows a memory address {match[0]!r}: print a name or a value instead of the object"
+for _name, _doc, _pattern, _what, _fix in FORBIDDEN_OUTPUT:
+    rule(_name)(forbidden_output_rule(_doc, _pattern, _what, _fix))
 
 
 @rule("file-size")

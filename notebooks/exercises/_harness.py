@@ -20,8 +20,8 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-__all__ = ["NotYet", "Verdict", "self_check", "running", "first_line", "custom_gradient_ops",
-           "GradientRule", "gradient_rules"]
+__all__ = ["NotYet", "Verdict", "self_check", "running", "first_line", "first_hint",
+           "custom_gradient_ops", "GradientRule", "gradient_rules"]
 
 
 class NotYet(Exception):
@@ -79,6 +79,21 @@ def first_line(error: BaseException, *, last: bool = False, limit: int = 160) ->
         cut = text[:limit]
         text = (cut.rsplit(" ", 1)[0] if " " in cut else cut) + "..."
     return f"{type(error).__name__}: {text}"
+
+
+def first_hint(*mistakes: tuple[Any, str], otherwise: str) -> str:
+    """The hint of the first typical mistake the answer shows, or ``otherwise``.
+
+    A check lists the mistakes it recognises as ``(shows_it, hint)`` pairs, most specific first.
+    Every ``shows_it`` is computed before the lookup, so each must be safe to compute for any
+    answer that reached this point.
+
+    Example:
+      >>> got = 2.0
+      >>> first_hint((got == 1.0, "dy unchanged"), (got == 2.0, "dy twice"), otherwise="not the rule")
+      'dy twice'
+    """
+    return next((hint for shows_it, hint in mistakes if shows_it), otherwise)
 
 
 @contextlib.contextmanager

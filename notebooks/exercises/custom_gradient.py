@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from exercises._harness import NotYet, gradient_rules, running, self_check
+from exercises._harness import NotYet, first_hint, gradient_rules, running, self_check
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
@@ -56,17 +56,17 @@ def check_exercise_1(fn) -> str:
     if np.allclose(got, expected, rtol=1e-6, atol=1e-6):
         _require_custom_gradient(fn, x, what="log_sigmoid")
         return f"Values {_show(y)}, all finite; gradient {_show(got)} = dy * sigmoid(-x)."
-    if np.allclose(got, sig, atol=1e-6):
-        hint = ("your grad ignores dy: it sends sigmoid(-x) whatever the upstream gradient is\n"
-                "(the bug of section 1). Multiply by dy.")
-    elif np.allclose(got, dy.numpy()):
-        hint = "your grad returns dy unchanged: multiply it by the local derivative."
-    elif np.allclose(got, dy.numpy() * tf.sigmoid(x).numpy(), atol=1e-6):
-        hint = "this is dy * sigmoid(x): the derivative of log(sigmoid(x)) is 1 - sigmoid(x) = sigmoid(-x)."
-    elif not np.all(np.isfinite(got)):
-        hint = "the gradient is not finite everywhere: compute it from sigmoid(-x), which stays in [0, 1]."
-    else:
-        hint = "the backward rule is dy * sigmoid(-x)."
+    sent_instead = (  # what a typical wrong rule sends back, and the hint for it
+        (sig, "your grad ignores dy: it sends sigmoid(-x) whatever the upstream gradient is\n"
+              "(the bug of section 1). Multiply by dy."),
+        (dy.numpy(), "your grad returns dy unchanged: multiply it by the local derivative."),
+        (dy.numpy() * tf.sigmoid(x).numpy(),
+         "this is dy * sigmoid(x): the derivative of log(sigmoid(x)) is 1 - sigmoid(x) = sigmoid(-x)."),
+    )
+    hint = first_hint(*((np.allclose(got, wrong, atol=1e-6), hint) for wrong, hint in sent_instead),
+                      (not np.all(np.isfinite(got)),
+                       "the gradient is not finite everywhere: compute it from sigmoid(-x), which stays in [0, 1]."),
+                      otherwise="the backward rule is dy * sigmoid(-x).")
     raise NotYet(f"for x = {_show(x)} and the upstream dy = {_show(dy)}\nyou send back {_show(got)};\n"
                  f"dy * sigmoid(-x) is {_show(expected)}.\nHint: {hint}")
 

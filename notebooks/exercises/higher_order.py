@@ -8,7 +8,7 @@ import tensorflow as tf
 
 import gradlab
 
-from exercises._harness import NotYet, first_line, running, self_check
+from exercises._harness import NotYet, first_hint, first_line, running, self_check
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
@@ -66,19 +66,19 @@ def check_exercise_1(on_input, on_output) -> str:
             raise NotYet(f"({name}): {value:g} is f'' of x^2 with no factor at all, but the op multiplies "
                          "every gradient that\npasses through it by 3. Count how many times the factor 3 is "
                          "applied.")
-    if not right_in:
-        if np.isclose(on_input, truth_out):
-            raise NotYet(f"(on_input): {on_input:g} applies the factor 3 once. The first derivative 3 * 2s "
-                         "depends on x through\ns, the op's output. Differentiating it again goes back through "
-                         "the op. What does the op do on the way?")
-        raise NotYet(f"(on_input): {on_input:g} is not it. f(x) = x^2 has f'' = 2 at every x. Count how many "
-                     "times the factor 3\nis applied on the way back to x, in each of the two backward passes.")
-    if np.isclose(on_output, truth_in):
-        raise NotYet(f"(on_output): {on_output:g} applies the factor 3 twice. On the output, the op multiplies "
-                     "the starting\ngradient dL/dy = 1, which does not depend on x. Does the second "
-                     "differentiation pass through the op?")
-    raise NotYet(f"(on_output): {on_output:g} is not it. f(x) = x^2 has f'' = 2 at every x. Count how many "
-                 "times the factor 3\nis applied when the op sits on the output.")
+    if not right_in:  # the first wrong prediction; "other" is the other placement's value
+        name, value, other = "on_input", on_input, truth_out
+        amounts_to = ("applies the factor 3 once. The first derivative 3 * 2s depends on x through\ns, the op's "
+                      "output. Differentiating it again goes back through the op. What does the op do on the way?")
+        look = "on the way back to x, in each of the two backward passes."
+    else:
+        name, value, other = "on_output", on_output, truth_in
+        amounts_to = ("applies the factor 3 twice. On the output, the op multiplies the starting\ngradient "
+                      "dL/dy = 1, which does not depend on x. Does the second differentiation pass through the op?")
+        look = "when the op sits on the output."
+    raise NotYet(f"({name}): {value:g} " + first_hint(
+        (np.isclose(value, other), amounts_to),
+        otherwise=f"is not it. f(x) = x^2 has f'' = 2 at every x. Count how many times the factor 3\nis applied {look}"))
 
 
 def _detached(rule):

@@ -7,7 +7,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from exercises._harness import NotYet, running, self_check
+from exercises._harness import NotYet, first_hint, running, self_check
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
@@ -147,15 +147,15 @@ def _one_probe(transform, variables, setting: str) -> None:
                          f"returned shape {tuple(got.shape)}.")
         if not np.allclose(got.numpy(), factor * grad.numpy()):
             ratio = float(np.mean(got.numpy() / grad.numpy()))
-            if setting:
-                hint = ("It passed in the notebook's model:\ndoes your transform go by position or by shape? "
-                        "Tell the layers apart by variable.path.")
-            elif factor == 1.0 and np.isclose(ratio, 0.1):
-                hint = "Only the hidden layer is slowed down: tell the layers apart by variable.path."
-            elif factor == 0.1 and np.isclose(ratio, 1.0) and variable.path.endswith("bias"):
-                hint = "The bias is part of the hidden layer too: select by the layer's part of variable.path."
-            else:
-                hint = "Tell the layers apart by variable.path."
+            hint = first_hint(
+                (setting, "It passed in the notebook's model:\ndoes your transform go by position or by shape? "
+                          "Tell the layers apart by variable.path."),
+                (factor == 1.0 and np.isclose(ratio, 0.1),
+                 "Only the hidden layer is slowed down: tell the layers apart by variable.path."),
+                (factor == 0.1 and np.isclose(ratio, 1.0) and variable.path.endswith("bias"),
+                 "The bias is part of the hidden layer too: select by the layer's part of variable.path."),
+                otherwise="Tell the layers apart by variable.path.",
+            )
             raise NotYet(f"{setting}the gradient of {variable.path} should be multiplied by {factor}, but it "
                          f"was\nmultiplied by {ratio:.2f}. {hint}")
 

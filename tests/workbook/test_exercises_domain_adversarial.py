@@ -66,60 +66,45 @@ class _FromTheOptimizer(_Ramp):
         self.reversal.factor = reversal_factor(int(self.model.optimizer.iterations) / self.total_steps)
 
 
-def test_exercise_1_accepts_a_step_counter(capsys):
-    assert check_exercise_1(_Ramp).passed is True
-    assert capsys.readouterr().out.startswith("Correct!")
+def test_exercise_1_accepts_a_step_counter(accepted):
+    assert accepted(check_exercise_1(_Ramp)).startswith("Correct!")
     assert check_exercise_1(_FromTheOptimizer).passed is True
 
 
-def test_exercise_1_names_a_late_an_early_and_a_once_an_epoch_ramp(capsys):
-    assert check_exercise_1(_AfterTheStep).passed is False
-    out = capsys.readouterr().out
+def test_exercise_1_names_a_late_an_early_and_a_once_an_epoch_ramp(refused):
+    out = refused(check_exercise_1(_AfterTheStep))
     assert "[0.     0.     0.6823 0.9311 0.9866 0.9975]; the ramp is\n[0.     0.6823" in out and "one step late" in out
-    assert check_exercise_1(_FromOne).passed is False
-    assert "one step early" in capsys.readouterr().out
-    assert check_exercise_1(_PerEpochOnly).passed is False
-    assert "only once an epoch" in capsys.readouterr().out
+    assert "one step early" in refused(check_exercise_1(_FromOne))
+    assert "only once an epoch" in refused(check_exercise_1(_PerEpochOnly))
 
 
-def test_exercise_1_explains_the_per_epoch_batch_index_and_a_factor_never_set(capsys):
-    assert check_exercise_1(_PerEpoch).passed is False
-    out = capsys.readouterr().out
+def test_exercise_1_explains_the_per_epoch_batch_index_and_a_factor_never_set(refused):
+    out = refused(check_exercise_1(_PerEpoch))
     assert "[0.     0.6823 0.9311 0.     0.6823 0.9311]" in out and "counts the batches of\nthe current epoch" in out
-    assert check_exercise_1(_Never).passed is False
-    assert "never changed" in capsys.readouterr().out
-    assert check_exercise_1(lambda reversal, total_steps: 1 / 0).passed is False
-    assert "ZeroDivisionError" in capsys.readouterr().out
+    assert "never changed" in refused(check_exercise_1(_Never))
+    assert "ZeroDivisionError" in refused(check_exercise_1(lambda reversal, total_steps: 1 / 0))
 
 
-def test_exercise_2_accepts_the_reversal_between_features_and_head(capsys):
-    assert check_exercise_2(lambda f, reversal, head: head(reversal(f))).passed is True
-    assert capsys.readouterr().out.startswith("Correct!")
+def test_exercise_2_accepts_the_reversal_between_features_and_head(accepted):
+    assert accepted(check_exercise_2(lambda f, reversal, head: head(reversal(f)))).startswith("Correct!")
 
 
-def test_exercise_2_explains_each_misplaced_or_missing_reversal(capsys):
-    assert check_exercise_2(lambda f, reversal, head: reversal(head(f))).passed is False     # the starting point
-    out = capsys.readouterr().out
+def test_exercise_2_explains_each_misplaced_or_missing_reversal(refused):
+    out = refused(check_exercise_2(lambda f, reversal, head: reversal(head(f))))  # the starting point
     assert "kernel receives [ 0.0318  0.1056 -0.142 ]" in out and "plain gradient is [-0.0635 -0.2112  0.2841]" in out
     assert "it gets it reversed" in out
-    assert check_exercise_2(lambda f, reversal, head: head(f)).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_2(lambda f, reversal, head: head(f)))
     assert "the features receive [ 0.00619748 -0.07544687  0.13391402]" in out
     assert "the encoder would help the domain head" in out
-    assert check_exercise_2(lambda f, reversal, head: head(tf.stop_gradient(f))).passed is False
-    assert "source-only observer" in capsys.readouterr().out
-    assert check_exercise_2(lambda f, reversal, head: 2.0 * head(reversal(f))).passed is False
-    assert "should be the domain head's logits" in capsys.readouterr().out
-    assert check_exercise_2(lambda f, reversal, head: head(reversal(reversal(f)))).passed is False
-    out = capsys.readouterr().out
+    assert "source-only observer" in refused(check_exercise_2(lambda f, reversal, head: head(tf.stop_gradient(f))))
+    assert "should be the domain head's logits" in refused(check_exercise_2(lambda f, reversal, head: 2.0 * head(reversal(f))))
+    out = refused(check_exercise_2(lambda f, reversal, head: head(reversal(reversal(f)))))
     assert "they should receive -0.5 times" in out and "They get 0.25 times" in out
-    assert check_exercise_2(lambda f, reversal, head: head.missing).passed is False
-    assert "AttributeError" in capsys.readouterr().out
+    assert "AttributeError" in refused(check_exercise_2(lambda f, reversal, head: head.missing))
 
 
-def test_exercise_2_refuses_a_reversal_of_its_own_with_a_fixed_factor(capsys):
+def test_exercise_2_refuses_a_reversal_of_its_own_with_a_fixed_factor(refused):
     """Right with factor 0.5; the check then sets the layer's factor to 1.5, as the ramp would."""
-    assert check_exercise_2(lambda f, reversal, head: head(gradlab.reverse_gradient(f, 0.5))).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_2(lambda f, reversal, head: head(gradlab.reverse_gradient(f, 0.5))))
     assert "with reversal.factor set to 1.5" in out and "-1.5 times the plain gradient" in out
     assert "use the reversal layer passed in" in out

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import gradlab
@@ -25,39 +26,32 @@ def _model(layer):
     return keras.Model(inputs, layer(inputs))
 
 
-def test_exercise_1_accepts_a_layer_and_a_lambda(capsys):
-    assert check_exercise_1(lambda: _model(_Halve())).passed is True
-    assert capsys.readouterr().out.startswith("Correct!")
+def test_exercise_1_accepts_a_layer_and_a_lambda(accepted):
+    assert accepted(check_exercise_1(lambda: _model(_Halve()))).startswith("Correct!")
     assert check_exercise_1(lambda: _model(keras.layers.Lambda(_halve))).passed is True
     assert check_exercise_1(lambda: _model(keras.layers.Lambda(lambda t: gradlab.scale_gradient(t, 0.5)))).passed is True
 
 
-def test_exercise_1_refuses_a_halved_gradient_without_a_custom_gradient(capsys):
+def test_exercise_1_refuses_a_halved_gradient_without_a_custom_gradient(refused):
     # 0.5 x + stop_gradient(0.5 x) is x bit for bit, and autodiff halves its gradient: no custom gradient.
     trick = keras.layers.Lambda(lambda t: 0.5 * t + tf.stop_gradient(0.5 * t))
-    assert check_exercise_1(lambda: _model(trick)).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_1(lambda: _model(trick)))
     assert "TensorFlow derived that gradient" in out and "halve_gradient inside a layer" in out
 
 
-def test_exercise_1_explains_the_starting_point_and_other_mistakes(capsys):
+def test_exercise_1_explains_the_starting_point_and_other_mistakes(refused):
     def starting_point():
         inputs = keras.Input(shape=(3,))
         return keras.Model(inputs, _halve(inputs))
-    assert check_exercise_1(starting_point).passed is False
-    assert "cannot be called on a keras.Input" in capsys.readouterr().out
-    assert check_exercise_1(lambda: _model(keras.layers.Identity())).passed is False
-    out = capsys.readouterr().out
+    assert "cannot be called on a keras.Input" in refused(check_exercise_1(starting_point))
+    out = refused(check_exercise_1(lambda: _model(keras.layers.Identity())))
     assert "should receive half of it,\n[[ 0.5   1.   -2.  ]\n [ 0.25 -0.5   1.5 ]]" in out
     assert "the input receives\n[[ 1.   2.  -4. ]\n [ 0.5 -1.   3. ]]" in out and "arrives unchanged" in out
     quarter = keras.layers.Lambda(lambda t: gradlab.scale_gradient(t, 0.25))
-    assert check_exercise_1(lambda: _model(quarter)).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_1(lambda: _model(quarter)))
     assert "[[ 0.25   0.5   -1.   ]" in out and "the only thing between" in out
-    assert check_exercise_1(lambda: "not a model").passed is False
-    assert "keras.Model" in capsys.readouterr().out
-    assert check_exercise_1(lambda: 1 / 0).passed is False
-    assert "ZeroDivisionError" in capsys.readouterr().out
+    assert "keras.Model" in refused(check_exercise_1(lambda: "not a model"))
+    assert "ZeroDivisionError" in refused(check_exercise_1(lambda: 1 / 0))
 
 
 def _agnostic(x):
@@ -68,50 +62,48 @@ def _agnostic(x):
     return keras.ops.copy(x), grad
 
 
-def test_exercise_2_accepts_both_calling_conventions(capsys):
-    assert check_exercise_2(_agnostic).passed is True
-    assert capsys.readouterr().out.startswith("Correct!")
+def test_exercise_2_accepts_both_calling_conventions(accepted):
+    assert accepted(check_exercise_2(_agnostic)).startswith("Correct!")
 
 
-def test_exercise_2_explains_identity_and_the_torch_convention(capsys):
-    def starting_point(x):
-        def grad(upstream):
-            return keras.ops.clip(upstream, -0.1, 0.1)
-        return keras.ops.identity(x), grad
-    assert check_exercise_2(starting_point).passed is False
-    out = capsys.readouterr().out
-    assert "n x n identity matrix" in out and "Section 2 names" in out
-    assert "keras.ops.copy" not in out and "upstream=None" not in out            # no solution code
-
-    def tf_only(x):
-        def grad(upstream):
-            return keras.ops.clip(upstream, -0.1, 0.1)
-        return keras.ops.copy(x), grad
-    assert check_exercise_2(tf_only).passed is False
-    out = capsys.readouterr().out
-    assert "as PyTorch calls it raised TypeError" in out and "accepts both calls" in out
-    assert "upstream=None" not in out                                            # no solution code
-
-    def clips_x(x):
-        def grad(*args, upstream=None):
-            return keras.ops.clip(args[0], -0.1, 0.1)
-        return keras.ops.copy(x), grad
-    assert check_exercise_2(clips_x).passed is False
-    out = capsys.readouterr().out
-    assert "returned [[ 0.1 -0.1  0.1]] for upstream [[ 0.05 -0.4   2.  ]]" in out and "you clipped x" in out
-
-    def no_clip(x):
-        def grad(*args, upstream=None):
-            return args[0] if upstream is None else upstream
-        return keras.ops.copy(x), grad
-    assert check_exercise_2(no_clip).passed is False
-    out = capsys.readouterr().out
-    assert "expected clip(upstream, -0.1, 0.1) = [[ 0.05 -0.1   0.1 ]]" in out and "unchanged" in out
-    assert check_exercise_2(lambda x: x).passed is False
-    assert "return two things" in capsys.readouterr().out
+def _clip(t):
+    return keras.ops.clip(t, -0.1, 0.1)
 
 
-def test_exercise_2_reports_an_answer_that_breaks_only_inside_a_keras_model(capsys):
+def _answer(forward, grad):
+    """An answer to exercise 2 that returns ``forward(x)`` and the function ``grad``."""
+    return lambda x: (forward(x), grad)
+
+
+def _starting_point(x):  # the check reads this source for "ops.identity(" to explain the mistake
+    return keras.ops.identity(x), lambda upstream: _clip(upstream)
+
+
+@pytest.mark.parametrize(
+    "answer, says, never",
+    [
+        pytest.param(_starting_point,
+                     ["n x n identity matrix", "Section 2 names"], ["keras.ops.copy", "upstream=None"],
+                     id="the starting point"),
+        pytest.param(_answer(keras.ops.copy, lambda upstream: _clip(upstream)),
+                     ["as PyTorch calls it raised TypeError", "accepts both calls"], ["upstream=None"],
+                     id="TensorFlow's call only"),
+        pytest.param(_answer(keras.ops.copy, lambda *args, upstream=None: _clip(args[0])),
+                     ["returned [[ 0.1 -0.1  0.1]] for upstream [[ 0.05 -0.4   2.  ]]", "you clipped x"], [],
+                     id="clips x"),
+        pytest.param(_answer(keras.ops.copy, lambda *args, upstream=None: args[0] if upstream is None else upstream),
+                     ["expected clip(upstream, -0.1, 0.1) = [[ 0.05 -0.1   0.1 ]]", "unchanged"], [],
+                     id="no clip"),
+        pytest.param(lambda x: x, ["return two things"], [], id="one value"),
+    ],
+)
+def test_exercise_2_explains_identity_the_torch_convention_and_wrong_rules(refused, answer, says, never):
+    out = refused(check_exercise_2(answer))
+    assert all(text in out for text in says), out
+    assert not any(text in out for text in never), out        # no solution code
+
+
+def test_exercise_2_reports_an_answer_that_breaks_only_inside_a_keras_model(refused):
     """A value made with NumPy passes the eager part; building the Keras model then fails: a Not yet."""
     def numpy_value(x):
         def grad(*args, upstream=None):
@@ -119,6 +111,5 @@ def test_exercise_2_reports_an_answer_that_breaks_only_inside_a_keras_model(caps
             return keras.ops.clip(upstream, -0.1, 0.1)
         return tf.constant(np.array(x)), grad
 
-    assert check_exercise_2(numpy_value).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_2(numpy_value))
     assert out.startswith("Not yet") and "Keras model" in out

@@ -18,113 +18,93 @@ def _scaled_by(norm_of):
     return clip
 
 
-def test_exercise_1_accepts_global_norm_clipping(capsys):
-    assert check_exercise_1(_global_clip).passed is True
-    assert capsys.readouterr().out.startswith("Correct!")
+def test_exercise_1_accepts_global_norm_clipping(accepted):
+    assert accepted(check_exercise_1(_global_clip)).startswith("Correct!")
     assert check_exercise_1(_scaled_by(lambda gs: tf.norm(tf.concat([tf.reshape(g, [-1]) for g in gs], 0)))).passed
     assert check_exercise_1.verdict(lambda grads, max_norm: [                        # eagerly, in NumPy
         g.numpy() * min(1.0, max_norm / sum(float(tf.reduce_sum(h * h)) for h in grads) ** 0.5) for g in grads]).passed
 
 
-def test_exercise_1_refuses_the_library_functions_the_exercise_rules_out(capsys):
+def test_exercise_1_refuses_the_library_functions_the_exercise_rules_out(refused):
     """The exercise says: without tf.clip_by_global_norm or tf.linalg.global_norm."""
-    assert check_exercise_1(lambda grads, max_norm: tf.clip_by_global_norm(grads, max_norm)[0]).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_1(lambda grads, max_norm: tf.clip_by_global_norm(grads, max_norm)[0]))
     assert "the numbers are right, but your function calls tf.clip_by_global_norm.\n" in out  # only the call made
-    assert check_exercise_1(_scaled_by(tf.linalg.global_norm)).passed is False
-    assert "calls tf.linalg.global_norm." in capsys.readouterr().out
+    assert "calls tf.linalg.global_norm." in refused(check_exercise_1(_scaled_by(tf.linalg.global_norm)))
 
 
-def test_exercise_1_explains_per_variable_clipping(capsys):
+def test_exercise_1_explains_per_variable_clipping(refused):
     """The notebook's starting point."""
-    assert check_exercise_1(lambda grads, max_norm: [tf.clip_by_norm(g, max_norm) for g in grads]).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_1(lambda grads, max_norm: [tf.clip_by_norm(g, max_norm) for g in grads]))
     assert out.startswith("Not yet") and "per-variable" in out
     assert "you return\n[[3.0, 4.0], [[0.0, 6.5]]], expected [[1.5, 2.0], [[0.0, 6.0]]]" in out
     assert "(norms 5.0, 12.0)" in out and "= 13.0" in out
 
 
-def test_exercise_1_catches_a_clip_that_always_scales(capsys):
+def test_exercise_1_catches_a_clip_that_always_scales(refused):
     """Forgetting min(1, ...) scales up gradients below max_norm."""
     def always(grads, max_norm):
         global_norm = tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(g)) for g in grads]))
         return [g * max_norm / global_norm for g in grads]
-    assert check_exercise_1(always).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_1(always))
     assert "global norm 1.3" in out and "expected [[0.3, 0.4], [[0.0, 1.2]]]" in out
     assert "multiplied every tensor by 5.0000" in out and "forget the min(1, ...)" in out
 
 
-def test_exercise_1_names_a_missing_square_root_a_sum_of_norms_and_no_clip(capsys):
-    assert check_exercise_1(_scaled_by(lambda gs: tf.add_n([tf.reduce_sum(g * g) for g in gs]))).passed is False
-    out = capsys.readouterr().out
+def test_exercise_1_names_a_missing_square_root_a_sum_of_norms_and_no_clip(refused):
+    out = refused(check_exercise_1(_scaled_by(lambda gs: tf.add_n([tf.reduce_sum(g * g) for g in gs]))))
     assert "by 0.0385" in out and "min(1, 6.5 / 13.0) = 0.5000" in out and "sum of squares, 169.00" in out
-    assert check_exercise_1(_scaled_by(lambda gs: tf.add_n([tf.norm(g) for g in gs]))).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_1(_scaled_by(lambda gs: tf.add_n([tf.norm(g) for g in gs]))))
     assert "by 0.3824" in out and "added the tensors' norms (17.0)" in out
-    assert check_exercise_1(lambda grads, max_norm: grads).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_1(lambda grads, max_norm: grads))
     assert "by 1.0000" in out and "13.0 is above max_norm" in out
     inverted = lambda grads, max_norm: [g * tf.linalg.global_norm(grads) / max_norm for g in grads]  # noqa: E731
-    assert check_exercise_1(inverted).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_1(inverted))
     assert "by 2.0000" in out and "upside down" in out
 
 
-def test_exercise_1_reports_wrong_shapes_none_and_raising_answers(capsys):
-    assert check_exercise_1(lambda grads, max_norm: grads[:1]).passed is False
-    assert "one tensor per gradient" in capsys.readouterr().out
-    assert check_exercise_1(lambda grads, max_norm: None).passed is False
-    assert "returned None" in capsys.readouterr().out
-    assert check_exercise_1(lambda grads, max_norm: 1 / 0).passed is False
-    assert "ZeroDivisionError" in capsys.readouterr().out
+def test_exercise_1_reports_wrong_shapes_none_and_raising_answers(refused):
+    assert "one tensor per gradient" in refused(check_exercise_1(lambda grads, max_norm: grads[:1]))
+    assert "returned None" in refused(check_exercise_1(lambda grads, max_norm: None))
+    assert "ZeroDivisionError" in refused(check_exercise_1(lambda grads, max_norm: 1 / 0))
 
 
 def _hidden_slower(grads, variables):
     return [g * 0.1 if v.path.startswith("hidden/") else g for g, v in zip(grads, variables)]
 
 
-def test_exercise_2_accepts_a_per_layer_factor(capsys):
-    assert check_exercise_2(_hidden_slower).passed is True
-    assert capsys.readouterr().out.startswith("Correct!")
+def test_exercise_2_accepts_a_per_layer_factor(accepted):
+    assert accepted(check_exercise_2(_hidden_slower)).startswith("Correct!")
     assert check_exercise_2(lambda grads, variables: [
         g * 0.1 if v.path.split("/")[0] == "hidden" else g for g, v in zip(grads, variables)]).passed is True
 
 
-def test_exercise_2_refuses_an_answer_by_position_or_by_shape(capsys):
+def test_exercise_2_refuses_an_answer_by_position_or_by_shape(refused):
     """Both pass on the notebook's model alone; the second model reorders the variables and equalises shapes."""
-    assert check_exercise_2(lambda grads, variables: [g * 0.1 if i < 2 else g for i, g in enumerate(grads)]).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_2(lambda grads, variables: [g * 0.1 if i < 2 else g for i, g in enumerate(grads)]))
     assert "another order (out/ first)" in out and "multiplied by 0.10" in out and "by position or by shape" in out
     by_shape = lambda grads, variables: [g * 0.1 if tuple(g.shape) in ((3, 4), (4,)) else g for g in grads]  # noqa: E731
-    assert check_exercise_2(by_shape).passed is False
-    assert "by position or by shape" in capsys.readouterr().out
+    assert "by position or by shape" in refused(check_exercise_2(by_shape))
 
 
-def test_exercise_2_explains_the_starting_point_and_a_global_factor(capsys):
-    assert check_exercise_2(lambda grads, variables: grads).passed is False
-    out = capsys.readouterr().out
+def test_exercise_2_explains_the_starting_point_and_a_global_factor(refused):
+    out = refused(check_exercise_2(lambda grads, variables: grads))
     assert out.startswith("Not yet") and "hidden/kernel should be multiplied by 0.1" in out
     assert "multiplied by 1.00" in out and "variable.path" in out
-    assert check_exercise_2(lambda grads, variables: [0.1 * g for g in grads]).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_2(lambda grads, variables: [0.1 * g for g in grads]))
     assert "out/kernel should be multiplied by 1.0" in out and "Only the hidden layer" in out
 
 
-def test_exercise_2_catches_a_kernel_only_factor(capsys):
+def test_exercise_2_catches_a_kernel_only_factor(refused):
     def kernel_only(grads, variables):
         return [g * 0.1 if v.path == "hidden/kernel" else g for g, v in zip(grads, variables)]
-    assert check_exercise_2(kernel_only).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_2(kernel_only))
     assert "hidden/bias should be multiplied by 0.1" in out and "The bias is part of the hidden layer" in out
 
 
-def test_exercise_2_reports_wrong_lengths_shapes_none_and_raising_answers(capsys):
-    assert check_exercise_2(lambda grads, variables: grads[:2]).passed is False
-    assert "one gradient per variable (4); you returned 2" in capsys.readouterr().out
-    assert check_exercise_2(lambda grads, variables: [tf.reshape(g, [-1]) for g in grads]).passed is False
-    assert "has shape (3, 4); you returned shape (12,)" in capsys.readouterr().out
-    assert check_exercise_2(lambda grads, variables: None).passed is False
-    assert "returned None" in capsys.readouterr().out
-    assert check_exercise_2(lambda grads, variables: variables.missing).passed is False
-    assert "AttributeError" in capsys.readouterr().out
+def test_exercise_2_reports_wrong_lengths_shapes_none_and_raising_answers(refused):
+    assert "one gradient per variable (4); you returned 2" in refused(check_exercise_2(lambda grads, variables: grads[:2]))
+    assert "has shape (3, 4); you returned shape (12,)" in refused(
+        check_exercise_2(lambda grads, variables: [tf.reshape(g, [-1]) for g in grads])
+    )
+    assert "returned None" in refused(check_exercise_2(lambda grads, variables: None))
+    assert "AttributeError" in refused(check_exercise_2(lambda grads, variables: variables.missing))

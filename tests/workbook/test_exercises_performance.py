@@ -20,89 +20,71 @@ def _fair(log, technique, baseline="none"):
     return float(np.median(_per_round(log, technique, baseline)))
 
 
-def test_exercise_1_accepts_the_paired_median(capsys):
-    assert check_exercise_1(_fair).passed is True
-    assert capsys.readouterr().out.startswith("Correct!")
+def test_exercise_1_accepts_the_paired_median(accepted):
+    assert accepted(check_exercise_1(_fair)).startswith("Correct!")
 
 
-def test_exercise_1_explains_the_starting_point_with_both_numbers(capsys):
+def test_exercise_1_explains_the_starting_point_with_both_numbers(refused):
     def mean_ratio(log, technique, baseline="none"):            # the starting point
         def mean(name):
             return np.mean([r["seconds"] for r in log if r["technique"] == name])
         return mean(technique) / mean(baseline)
-    assert check_exercise_1(mean_ratio).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_1(mean_ratio))
     assert 'fair_ratio(log, "scale") is 0.4092' in out and "scale / none is 1.0315" in out and "warm-up" in out
 
 
-def test_exercise_1_names_each_unfair_summary(capsys):
+def test_exercise_1_names_each_unfair_summary(refused):
     def unpaired(log, technique, baseline="none"):              # warm-up out, but not paired
         def median(name):
             return np.median([r["seconds"] for r in log if r["technique"] == name and r["round"] >= 1])
         return median(technique) / median(baseline)
-    assert check_exercise_1(unpaired).passed is False
-    assert "Divide within each round" in capsys.readouterr().out
-    assert check_exercise_1(lambda log, technique: float(np.mean(_per_round(log, technique)))).passed is False
-    out = capsys.readouterr().out
+    assert "Divide within each round" in refused(check_exercise_1(unpaired))
+    out = refused(check_exercise_1(lambda log, technique: float(np.mean(_per_round(log, technique)))))
     assert "is 1.0333" in out and "mean of the per-round ratios" in out
-    assert check_exercise_1(lambda log, technique: float(np.median(_per_round(log, technique, warm_up=True)))).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_1(lambda log, technique: float(np.median(_per_round(log, technique, warm_up=True)))))
     assert "is 1.0292" in out and "includes the warm-up" in out
-    assert check_exercise_1(lambda log, technique: 1.0 / _fair(log, technique)).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_1(lambda log, technique: 1.0 / _fair(log, technique)))
     assert "is 0.9694" in out and "upside down" in out
 
 
-def test_exercise_1_refuses_a_fixed_technique_name(capsys):
+def test_exercise_1_refuses_a_fixed_technique_name(refused):
     """The second log's technique is "clip": an answer must use its technique argument."""
-    assert check_exercise_1(lambda log, technique: _fair(log, "scale")).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_1(lambda log, technique: _fair(log, "scale")))
     assert 'fair_ratio(log, "clip") raised KeyError' in out and "use its technique argument" in out
 
 
-def test_exercise_1_reports_none_strings_and_raising_answers(capsys):
-    assert check_exercise_1(lambda log, technique: None).passed is False
-    assert "returned None: return the ratio" in capsys.readouterr().out
-    assert check_exercise_1(lambda log, technique: "1.03x").passed is False
-    assert "should return one number; it returned str '1.03x'" in capsys.readouterr().out
-    assert check_exercise_1(lambda log, technique: 1 / 0).passed is False
-    assert "ZeroDivisionError" in capsys.readouterr().out
+def test_exercise_1_reports_none_strings_and_raising_answers(refused):
+    assert "returned None: return the ratio" in refused(check_exercise_1(lambda log, technique: None))
+    assert "should return one number; it returned str '1.03x'" in refused(check_exercise_1(lambda log, technique: "1.03x"))
+    assert "ZeroDivisionError" in refused(check_exercise_1(lambda log, technique: 1 / 0))
 
 
-def test_exercise_2_accepts_tensorflow_ops(capsys):
-    assert check_exercise_2(lambda x: gradlab.straight_through(tf.round(x * 4.0) / 4.0, x)).passed is True
-    assert capsys.readouterr().out.startswith("Correct!")
+def test_exercise_2_accepts_tensorflow_ops(accepted):
+    assert accepted(check_exercise_2(lambda x: gradlab.straight_through(tf.round(x * 4.0) / 4.0, x))).startswith("Correct!")
     assert check_exercise_2(lambda x: x + tf.stop_gradient(tf.round(x * 4.0) / 4.0 - x)).passed is True
 
 
-def test_exercise_2_refuses_python_in_the_step(capsys):
-    assert check_exercise_2(quantize_numpy).passed is False                   # the starting point
-    out = capsys.readouterr().out
+def test_exercise_2_refuses_python_in_the_step(refused):
+    out = refused(check_exercise_2(quantize_numpy))  # the starting point
     assert "XLA cannot compile it" in out and "PyFuncStateless" in out
-    assert check_exercise_2(lambda x: tf.py_function(lambda a: a, [x], tf.float32)).passed is False
-    assert "XLA cannot compile it" in capsys.readouterr().out
+    assert "XLA cannot compile it" in refused(check_exercise_2(lambda x: tf.py_function(lambda a: a, [x], tf.float32)))
 
 
-def test_exercise_2_refuses_rounding_halves_up(capsys):
+def test_exercise_2_refuses_rounding_halves_up(refused):
     """floor(4x + 0.5) / 4 agrees everywhere except at halves, which np.round and tf.round send to even."""
-    assert check_exercise_2(lambda x: gradlab.straight_through(tf.floor(x * 4.0 + 0.5) / 4.0, x)).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_2(lambda x: gradlab.straight_through(tf.floor(x * 4.0 + 0.5) / 4.0, x)))
     assert "at 1 of 41 points" in out and "at x = 0.125 (4x is a half" in out and "you return 0.25, expected 0" in out
 
 
-def test_exercise_2_explains_wrong_values_and_gradients(capsys):
-    assert check_exercise_2(lambda x: tf.round(x * 4.0) / 4.0).passed is False
-    assert "no gradient reaches x" in capsys.readouterr().out
-    assert check_exercise_2(lambda x: tf.round(x * 4.0) / 4.0 + 0.0 * x).passed is False
-    out = capsys.readouterr().out
+def test_exercise_2_explains_wrong_values_and_gradients(refused):
+    assert "no gradient reaches x" in refused(check_exercise_2(lambda x: tf.round(x * 4.0) / 4.0))
+    out = refused(check_exercise_2(lambda x: tf.round(x * 4.0) / 4.0 + 0.0 * x))
     assert "x receives [0. 0. 0. 0.]" in out and "The gradient is zero" in out
 
     @tf.custom_gradient
     def ignores_dy(x):
         return tf.round(x * 4.0) / 4.0, lambda dy: tf.ones_like(dy)
-    assert check_exercise_2(ignores_dy).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_2(ignores_dy))
     assert "dy = [1. 2. 3. 4.]... x receives [1. 1. 1. 1.]" in out and "does it pass dy on" in out
-    assert check_exercise_2(lambda x: gradlab.straight_through(tf.round(x * 2.0) / 2.0, x)).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_2(lambda x: gradlab.straight_through(tf.round(x * 2.0) / 2.0, x)))
     assert "values differ" in out and "you return -2, expected -1.75" in out

@@ -18,51 +18,45 @@ _hard_sign = _hard_sign_with(lambda dy, t: dy * tf.cast(tf.abs(t) <= 1.0, t.dtyp
 _hard_sign_forgets_dy = _hard_sign_with(lambda dy, t: tf.cast(tf.abs(t) <= 1.0, t.dtype))
 
 
-def test_exercise_1_accepts_the_fixed_binarize(capsys):
-    assert check_exercise_1(lambda x: _hard_sign(x)).passed is True
-    assert capsys.readouterr().out.startswith("Correct!")
+def test_exercise_1_accepts_the_fixed_binarize(accepted):
+    assert accepted(check_exercise_1(lambda x: _hard_sign(x))).startswith("Correct!")
 
 
-def test_exercise_1_explains_the_starting_point_by_its_first_pitfall(capsys):
+def test_exercise_1_explains_the_starting_point_by_its_first_pitfall(refused):
     """Both pitfalls: eagerly the keyword call bypasses the custom gradient, so x receives tf.sign's zeros."""
-    assert check_exercise_1(lambda x: _hard_sign_forgets_dy(t=x)).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_1(lambda x: _hard_sign_forgets_dy(t=x)))
     assert "eagerly, with the upstream gradient dy = [ 3.  -2.   0.5  4.  -1.5  1. ]" in out
     assert "x receives [0. 0. 0. 0. 0. 0.]" in out and "with a keyword argument (t=x)" in out
 
 
-def test_exercise_1_catches_the_keyword_call_alone(capsys):
-    assert check_exercise_1(lambda x: _hard_sign(t=x)).passed is False
-    assert "keyword argument" in capsys.readouterr().out
+def test_exercise_1_catches_the_keyword_call_alone(refused):
+    assert "keyword argument" in refused(check_exercise_1(lambda x: _hard_sign(t=x)))
 
 
-def test_exercise_1_catches_a_grad_that_ignores_dy(capsys):
-    assert check_exercise_1(lambda x: _hard_sign_forgets_dy(x)).passed is False
-    out = capsys.readouterr().out
+def test_exercise_1_catches_a_grad_that_ignores_dy(refused):
+    out = refused(check_exercise_1(lambda x: _hard_sign_forgets_dy(x)))
     assert "x receives [0. 1. 1. 1. 1. 0.]" in out and "expected dy where |x| <= 1, [ 0.  -2.   0.5  4.  -1.5  0. ]" in out
     assert "does grad multiply by dy?" in out
 
 
-def test_exercise_1_catches_a_strict_bound(capsys):
-    assert check_exercise_1(lambda x: _hard_sign_with(lambda dy, t: dy * tf.cast(tf.abs(t) < 1.0, t.dtype))(x)).passed is False
-    assert "At |x| = 1 dy passes too" in capsys.readouterr().out
+def test_exercise_1_catches_a_strict_bound(refused):
+    assert "At |x| = 1 dy passes too" in refused(
+        check_exercise_1(lambda x: _hard_sign_with(lambda dy, t: dy * tf.cast(tf.abs(t) < 1.0, t.dtype))(x))
+    )
 
 
-def test_exercise_1_refuses_a_stop_gradient_trick(capsys):
+def test_exercise_1_refuses_a_stop_gradient_trick(refused):
     """The numbers of a straight-through sign without the tf.custom_gradient the exercise fixes."""
     def trick(x):
         clipped = tf.clip_by_value(x, -1.0, 1.0)
         return clipped + tf.stop_gradient(tf.sign(x) - clipped)
-    assert check_exercise_1(trick).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_1(trick))
     assert "the numbers are right, but your binarize builds no tf.custom_gradient" in out
 
 
-def test_exercise_1_reports_a_wrong_value_and_a_raising_answer(capsys):
-    assert check_exercise_1(lambda x: x).passed is False
-    assert "the value should be sign(x) = [-1. -1.  0.  1.  1.  1.]; got" in capsys.readouterr().out
-    assert check_exercise_1(lambda x: 1 / 0).passed is False
-    assert "ZeroDivisionError" in capsys.readouterr().out
+def test_exercise_1_reports_a_wrong_value_and_a_raising_answer(refused):
+    assert "the value should be sign(x) = [-1. -1.  0.  1.  1.  1.]; got" in refused(check_exercise_1(lambda x: x))
+    assert "ZeroDivisionError" in refused(check_exercise_1(lambda x: 1 / 0))
 
 
 def _make_step(live: bool):
@@ -85,18 +79,16 @@ def _make_step(live: bool):
     return make_step
 
 
-def test_exercise_2_accepts_a_variable(capsys):
-    assert check_exercise_2(_make_step(live=True)).passed is True
-    assert capsys.readouterr().out.startswith("Correct!")
+def test_exercise_2_accepts_a_variable(accepted):
+    assert accepted(check_exercise_2(_make_step(live=True))).startswith("Correct!")
 
 
-def test_exercise_2_explains_the_frozen_python_number(capsys):
-    assert check_exercise_2(_make_step(live=False)).passed is False
-    out = capsys.readouterr().out
+def test_exercise_2_explains_the_frozen_python_number(refused):
+    out = refused(check_exercise_2(_make_step(live=False)))
     assert "still 5.0" in out and "tf.Variable" in out
 
 
-def test_exercise_2_refuses_a_step_that_is_no_longer_a_tf_function(capsys):
+def test_exercise_2_refuses_a_step_that_is_no_longer_a_tf_function(refused):
     """Eagerly the Python number is read at every call: right numbers, the point missed."""
     def make_step(initial):
         state = {"factor": initial}
@@ -107,11 +99,10 @@ def test_exercise_2_refuses_a_step_that_is_no_longer_a_tf_function(capsys):
                 y = gradlab.scale_gradient(t, state["factor"])
             return tape.gradient(y, t)
         return step, lambda v: state.__setitem__("factor", v)
-    assert check_exercise_2(make_step).passed is False
-    assert "step is not a tf.function any more" in capsys.readouterr().out
+    assert "step is not a tf.function any more" in refused(check_exercise_2(make_step))
 
 
-def test_exercise_2_catches_retracing_and_errors(capsys):
+def test_exercise_2_catches_retracing_and_errors(refused):
     def make_step(initial):
         state = {"factor": initial}
 
@@ -121,11 +112,11 @@ def test_exercise_2_catches_retracing_and_errors(capsys):
         step.experimental_get_tracing_count = lambda: 2
         return step, lambda v: state.__setitem__("factor", v)
 
-    assert check_exercise_2(make_step).passed is False
-    assert "traced 2 times" in capsys.readouterr().out
-    assert check_exercise_2(lambda initial: None).passed is False
-    assert "should return the pair (step, set_factor); it returned NoneType None" in capsys.readouterr().out
-    assert check_exercise_2(lambda initial: (tf.function(lambda t: None), lambda v: None)).passed is False
-    assert "returned None: return tape.gradient" in capsys.readouterr().out
-    assert check_exercise_2(lambda initial: 1 / 0).passed is False
-    assert "make_step(5.0) raised ZeroDivisionError" in capsys.readouterr().out
+    assert "traced 2 times" in refused(check_exercise_2(make_step))
+    assert "should return the pair (step, set_factor); it returned NoneType None" in refused(
+        check_exercise_2(lambda initial: None)
+    )
+    assert "returned None: return tape.gradient" in refused(
+        check_exercise_2(lambda initial: (tf.function(lambda t: None), lambda v: None))
+    )
+    assert "make_step(5.0) raised ZeroDivisionError" in refused(check_exercise_2(lambda initial: 1 / 0))

@@ -9,9 +9,8 @@ import gradlab
 from exercises.relu import check_exercise_1, check_exercise_2
 
 
-def test_exercise_1_accepts_map_gradient_on_either_side(capsys):
-    assert check_exercise_1(lambda x: tf.nn.relu(gradlab.map_gradient(x, tf.nn.relu))).passed is True
-    assert capsys.readouterr().out.startswith("Correct!")
+def test_exercise_1_accepts_map_gradient_on_either_side(accepted):
+    assert accepted(check_exercise_1(lambda x: tf.nn.relu(gradlab.map_gradient(x, tf.nn.relu)))).startswith("Correct!")
     # The mask and the positive part commute: after the ReLU works as well.
     assert check_exercise_1(lambda x: gradlab.map_gradient(tf.nn.relu(x), tf.nn.relu)).passed is True
 
@@ -25,35 +24,28 @@ def _own_guided_relu(x):
     return tf.nn.relu(x), lambda dy: tf.nn.relu(dy) * tf.cast(x > 0, dy.dtype)
 
 
-def test_exercise_1_refuses_a_guided_relu_of_ones_own(capsys):
+def test_exercise_1_refuses_a_guided_relu_of_ones_own(refused):
     # The exercise is guided backprop *without* tf.custom_gradient: map_gradient and tf.nn.relu only.
-    assert check_exercise_1(_own_guided_relu).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_1(_own_guided_relu))
     assert "custom gradient of\nyour own" in out and "gradlab.map_gradient and tf.nn.relu only" in out
 
 
 _AT = "at x        [-0.553, -0.785, -1.233, -0.958]\nwith dy     [0.667, 0.795, 1.72 , 0.856]\n"
 
 
-def test_exercise_1_explains_mistakes(capsys):
-    assert check_exercise_1(tf.nn.relu).passed is False                     # the starting point
-    out = capsys.readouterr().out
+def test_exercise_1_explains_mistakes(refused):
+    out = refused(check_exercise_1(tf.nn.relu))  # the starting point
     assert "plain ReLU gradient" in out and "at 46 of 200 inputs" in out
     assert "with dy     [-1.014, -0.699, -0.188, -0.193]\nx receives  [-1.014, -0.699, -0.188, -0.193];" in out
     assert "expected    [0., 0., 0., 0.]." in out
     deconvnet = lambda x: gradlab.straight_through(tf.nn.relu(x), gradlab.map_gradient(x, tf.nn.relu))  # noqa: E731
-    assert check_exercise_1(deconvnet).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_1(deconvnet))
     assert "deconvnet rule" in out and _AT in out and "x receives  [0.667, 0.795, 1.72 , 0.856];" in out
-    assert check_exercise_1(lambda x: gradlab.straight_through(tf.nn.relu(x), x)).passed is False
-    assert "x receives dy unchanged" in capsys.readouterr().out
-    assert check_exercise_1(lambda x: tf.nn.relu(gradlab.map_gradient(x, tf.abs))).passed is False
-    out = capsys.readouterr().out
+    assert "x receives dy unchanged" in refused(check_exercise_1(lambda x: gradlab.straight_through(tf.nn.relu(x), x)))
+    out = refused(check_exercise_1(lambda x: tf.nn.relu(gradlab.map_gradient(x, tf.abs))))
     assert "dy where both x > 0 and dy > 0" in out and "x receives  [1.014, 0.699, 0.188, 0.193];" in out
-    assert check_exercise_1(lambda x: tf.stop_gradient(tf.nn.relu(x))).passed is False
-    assert "no gradient" in capsys.readouterr().out
-    assert check_exercise_1(tf.nn.leaky_relu).passed is False
-    out = capsys.readouterr().out
+    assert "no gradient" in refused(check_exercise_1(lambda x: tf.stop_gradient(tf.nn.relu(x))))
+    out = refused(check_exercise_1(tf.nn.leaky_relu))
     assert "forward value" in out and "you return [-0.16 , -0.265, -0.05 , -0.111]; relu(x) is [0., 0., 0., 0.]" in out
 
 
@@ -90,17 +82,15 @@ def _guided_top_relu(t):
         return tf.nn.relu(t)
 
 
-def test_exercise_2_accepts_an_override_on_the_top_relu_only(network, capsys):
+def test_exercise_2_accepts_an_override_on_the_top_relu_only(network, accepted):
     forward, weights, images, labels = network
-    assert check_exercise_2(_saliency_under(forward, weights, _guided_top_relu), images, labels, forward,
-                            weights).passed is True
-    assert capsys.readouterr().out.startswith("Correct!")
+    assert accepted(check_exercise_2(_saliency_under(forward, weights, _guided_top_relu), images, labels, forward,
+                                     weights)).startswith("Correct!")
 
 
-def test_exercise_2_explains_mistakes_with_a_pixel(network, capsys):
+def test_exercise_2_explains_mistakes_with_a_pixel(network, refused):
     forward, weights, images, labels = network
-    assert check_exercise_2(_saliency_under(forward, weights, tf.nn.relu), images, labels, forward, weights).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_2(_saliency_under(forward, weights, tf.nn.relu), images, labels, forward, weights))
     assert "plain-gradient maps" in out
     assert "At image 0, pixel (0, 1) your map has -0.3747, the plain-gradient map -0.3747,\n" in out
     assert "and the map with the guided rule in the top ReLU only 0." in out
@@ -110,8 +100,7 @@ def test_exercise_2_explains_mistakes_with_a_pixel(network, capsys):
         with gradlab.gradient_override({"Relu": _GUIDED}):
             logits = forward(weights, images)
         return tf.gradients(tf.reduce_sum(logits * tf.one_hot(labels, 10)), images)[0]
-    assert check_exercise_2(all_guided, images, labels, forward, weights).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_2(all_guided, images, labels, forward, weights))
     assert "full guided-backprop maps" in out and "the full guided map" in out
 
     deconvnet = gradlab.register_gradient(lambda op, g: tf.nn.relu(g), "DeconvnetReluTest")
@@ -119,23 +108,20 @@ def test_exercise_2_explains_mistakes_with_a_pixel(network, capsys):
     def top_deconvnet(t):
         with gradlab.gradient_override({"Relu": deconvnet}):
             return tf.nn.relu(t)
-    assert check_exercise_2(_saliency_under(forward, weights, top_deconvnet), images, labels, forward,
-                            weights).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_2(_saliency_under(forward, weights, top_deconvnet), images, labels, forward,
+                                   weights))
     assert "neither plain, nor guided" in out
     assert "At image 1, pixel (1, 0) your map has 1.055, the plain-gradient map -0.06705," in out
-    assert check_exercise_2(lambda imgs, labs: 1 / 0, images, labels, forward, weights).passed is False
-    assert "ZeroDivisionError" in capsys.readouterr().out
+    assert "ZeroDivisionError" in refused(check_exercise_2(lambda imgs, labs: 1 / 0, images, labels, forward, weights))
 
 
-def test_exercise_2_refuses_a_guided_relu_without_an_override(network, capsys):
+def test_exercise_2_refuses_a_guided_relu_without_an_override(network, refused):
     # A custom-gradient guided ReLU on top gives the same maps, but the exercise is about override maps.
     forward, weights, images, labels = network
-    assert check_exercise_2(_saliency_under(forward, weights, _own_guided_relu), images, labels, forward,
-                            weights).passed is False
-    out = capsys.readouterr().out
+    out = refused(check_exercise_2(_saliency_under(forward, weights, _own_guided_relu), images, labels, forward,
+                                   weights))
     assert "no Relu op in your saliency function carries an override" in out
     map_gradient_relu = lambda t: tf.nn.relu(gradlab.map_gradient(t, tf.nn.relu))  # noqa: E731   (exercise 1's)
-    assert check_exercise_2(_saliency_under(forward, weights, map_gradient_relu), images, labels, forward,
-                            weights).passed is False
-    assert "gradlab.gradient_override" in capsys.readouterr().out
+    assert "gradlab.gradient_override" in refused(
+        check_exercise_2(_saliency_under(forward, weights, map_gradient_relu), images, labels, forward, weights)
+    )

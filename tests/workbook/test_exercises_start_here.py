@@ -24,9 +24,8 @@ def custom_op(rule, forward=tf.identity):
 RIGHT = custom_op(lambda dy, f, b: tf.clip_by_value(f * dy, -b, b))
 
 
-def test_exercise_1_accepts_the_solution(capsys):
-    assert check_exercise_1(RIGHT).passed is True
-    assert capsys.readouterr().out.startswith("Correct!")
+def test_exercise_1_accepts_the_solution(accepted):
+    assert accepted(check_exercise_1(RIGHT)).startswith("Correct!")
 
 
 def test_exercise_1_accepts_gradlab_ops_chained():
@@ -48,9 +47,8 @@ def test_exercise_1_accepts_gradlab_ops_chained():
     (lambda x, factor, bound: tf.stop_gradient(x), "no gradient reaches x"),
     (lambda x, factor, bound: None, "returned None"),
 ])
-def test_exercise_1_explains_typical_mistakes(answer, message, capsys):
-    assert check_exercise_1(answer).passed is False
-    out = capsys.readouterr().out
+def test_exercise_1_explains_typical_mistakes(answer, message, refused):
+    out = refused(check_exercise_1(answer))
     assert out.startswith("Not yet") and message in out
 
 
@@ -59,26 +57,22 @@ def test_exercise_1_explains_typical_mistakes(answer, message, capsys):
     (lambda dy, f, b: f * dy, "x receives [ 0.3  -0.6   1.5  -6.    0.06]"),
     (lambda dy, f, b: f * tf.clip_by_value(dy, -b, b), "x receives [ 0.3  -0.6   1.5  -3.    0.06]"),
 ])
-def test_exercise_1_shows_what_x_receives_and_what_it_should(rule, received, capsys):
-    assert check_exercise_1(custom_op(rule)).passed is False
-    out = capsys.readouterr().out
+def test_exercise_1_shows_what_x_receives_and_what_it_should(rule, received, refused):
+    out = refused(check_exercise_1(custom_op(rule)))
     assert "factor=3.0, bound=1.0 and upstream dy = [ 0.1  -0.2   0.5  -2.    0.02]" in out
     assert received in out and "expected   [ 0.3  -0.6   1.   -1.    0.06]" in out
 
 
-def test_exercise_1_does_not_crash_on_a_raising_answer(capsys):
-    assert check_exercise_1(lambda x, factor, bound: 1 / 0).passed is False
-    assert "ZeroDivisionError" in capsys.readouterr().out
-    assert check_exercise_1(lambda x: x).passed is False  # wrong signature
-    assert "TypeError" in capsys.readouterr().out
+def test_exercise_1_does_not_crash_on_a_raising_answer(capsys, refused):
+    assert "ZeroDivisionError" in refused(check_exercise_1(lambda x, factor, bound: 1 / 0))
+    assert "TypeError" in refused(check_exercise_1(lambda x: x))  # wrong signature
     assert check_exercise_1(custom_op(lambda dy, f, b: (dy, dy))).passed is False  # grad returns too much
     assert capsys.readouterr().out.startswith("Not yet")
 
 
 @pytest.mark.parametrize("answer", [2.0, 2, np.float32(2.0), tf.constant(2.0)])
-def test_exercise_2_accepts_the_prediction(answer, capsys):
-    assert check_exercise_2(answer).passed is True
-    assert capsys.readouterr().out.startswith("Correct! dL/dx = 2.0")
+def test_exercise_2_accepts_the_prediction(answer, accepted):
+    assert accepted(check_exercise_2(answer)).startswith("Correct! dL/dx = 2.0")
 
 
 @pytest.mark.parametrize("answer, message", [
@@ -91,8 +85,7 @@ def test_exercise_2_accepts_the_prediction(answer, capsys):
     (True, "should be a number"),
     (np.array([1.0, 2.0]), "one number"),
 ])
-def test_exercise_2_explains_wrong_predictions(answer, message, capsys):
-    assert check_exercise_2(answer).passed is False
-    out = capsys.readouterr().out
+def test_exercise_2_explains_wrong_predictions(answer, message, refused):
+    out = refused(check_exercise_2(answer))
     assert out.startswith("Not yet") and message in out
     assert "2.0" not in out.replace(repr(answer), "")          # never the answer itself
