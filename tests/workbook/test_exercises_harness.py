@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import exercises._harness as report
-from exercises._harness import NotYet, custom_gradient_ops, first_line, running, self_check
+from exercises._harness import NotYet, custom_gradient_ops, first_hint, first_line, running, self_check
 
 
 def test_first_line_names_the_type_and_the_first_or_last_line():
@@ -21,6 +21,12 @@ def test_first_line_names_the_type_and_the_first_or_last_line():
 def test_an_empty_message_gives_the_type_alone_instead_of_crashing_the_check():
     assert first_line(ValueError()) == "ValueError"
     assert first_line(ZeroDivisionError("")) == "ZeroDivisionError"
+
+
+def test_first_hint_takes_the_first_mistake_shown_in_the_order_given():
+    assert first_hint((False, "a"), (True, "b"), (True, "c"), otherwise="d") == "b"
+    assert first_hint((0, "a"), (None, "b"), otherwise="d") == "d"       # any falsy value: not shown
+    assert first_hint(otherwise="d") == "d"
 
 
 def test_docstring_example_runs():
