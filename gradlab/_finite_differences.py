@@ -4,6 +4,11 @@ Central differences of ``L(t) = sum(terms(t))``, taken in the widest dtype ``fn`
 (:func:`evaluation_dtype`), with the step each element actually took and the rounding noise each
 value carries (:class:`Differences`); in full (two evaluations per element) or, in fast mode, along
 two directions only (:func:`directions`).
+
+Why not ``tf.test.compute_gradient``: it gives neither the noise floor nor a two-direction mode,
+differences in ``x``'s own dtype, and divides by the nominal step even where ``x + delta`` rounds
+(in float32 above 2**14, twice the derivative or zero). Where both apply, the two agree
+(``tests/library/test_finite_differences.py``).
 """
 from __future__ import annotations
 
