@@ -6,8 +6,12 @@
   gradient by definition, so each op is checked in every mode and dtype (``OP_NAMES``, ``IDENTITY_OP_NAMES``).
 * ``assert_bitwise`` / ``assert_close``: forward values compare bit for bit; gradients with a tolerance
   suited to the dtype when arithmetic is involved.
+* ``tape_gradient``: a function's output and the gradient reaching its input, on a tape.
+* ``ApplyOp`` / ``Shift``: the minimal Keras layers the model tests build with (an op as a layer; a
+  trainable shift ``x + b`` whose update shows the gradient that reached it).
 
 conftest.py sets TensorFlow's log settings before it imports this module (which imports TensorFlow).
+test_distribute.py imports it in its subprocess too (it puts this folder on that process's path).
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ import dataclasses
 import functools
 from typing import Any, Callable, Dict, Optional
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -157,3 +162,39 @@ def op_cases() -> Dict[str, OpCase]:
     assert tuple(c.name for c in cases) == OP_NAMES, "the op cases must be gradlab.ops.__all__, in its order"
     assert tuple(c.name for c in cases if c.identity) == IDENTITY_OP_NAMES
     return {c.name: c for c in cases}
+
+
+def tape_gradient(fn: Callable, x: Any, dy: Any):
+    """``(fn(x), d<dy, fn(x)>/dx)``: the output and the gradient reaching ``x`` (arrays or tensors), on a tape."""
+    x = tf.convert_to_tensor(x)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = fn(x)
+    return y, tape.gradient(y, x, output_gradients=tf.convert_to_tensor(dy))
+
+
+class ApplyOp(keras.layers.Layer):
+    """A minimal Keras layer around a function, e.g. a gradlab op (how a user puts an op in a model).
+
+    The function is an ``__init__`` argument that Keras cannot put in a config.
+    """
+
+    def __init__(self, apply, **kwargs):
+        super().__init__(**kwargs)
+        self.apply = apply
+
+    def call(self, inputs):
+        return self.apply(inputs)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+
+class Shift(keras.layers.Layer):
+    """``x + b`` with a trainable ``b`` (zeros at first): the variable the subject's rule trains."""
+
+    def build(self, input_shape):
+        self.b = self.add_weight(shape=(input_shape[-1],), initializer="zeros", name="b")
+
+    def call(self, inputs):
+        return inputs + self.b
