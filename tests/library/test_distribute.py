@@ -207,24 +207,20 @@ SCRIPT = textwrap.dedent(
     outside(tf.zeros([2, 3]), "x")        # first watched without the strategy: one copy only
     out["probe_refused"] = {"watched_outside": refusal(lambda: probe_run(outside, X))}
 
-    def cross_replica_backward():
-        with mirrored.scope():
-            x = tf.constant(X)
-            with tf.GradientTape() as tape:
-                tape.watch(x)
-                loss = tf.reduce_sum(probe(x, name="x"))
-            tape.gradient(loss, x)
-
-    out["probe_refused"]["cross_replica"] = refusal(cross_replica_backward)
-
-    def backward_without_the_strategy():  # the name's copies belong to mirrored
+    def backward_through_probe():
         x = tf.constant(X)
         with tf.GradientTape() as tape:
             tape.watch(x)
             loss = tf.reduce_sum(probe(x, name="x"))
         tape.gradient(loss, x)
 
-    out["probe_refused"]["without_the_strategy"] = refusal(backward_without_the_strategy)
+    def cross_replica_backward():
+        with mirrored.scope():
+            backward_through_probe()
+
+    out["probe_refused"]["cross_replica"] = refusal(cross_replica_backward)
+    # without the strategy: the name's copies belong to mirrored
+    out["probe_refused"]["without_the_strategy"] = refusal(backward_through_probe)
     print(json.dumps(out))
     """
 )
