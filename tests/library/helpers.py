@@ -6,8 +6,12 @@
   gradient by definition, so each op is checked in every mode and dtype (``OP_NAMES``, ``IDENTITY_OP_NAMES``).
 * ``assert_bitwise`` / ``assert_close``: forward values compare bit for bit; gradients with a tolerance
   suited to the dtype when arithmetic is involved.
+* ``tape_gradient``: a function's output and the gradient reaching its input, on a tape.
+* ``ApplyOp`` / ``Shift``: the minimal Keras layers the model tests build with (an op as a layer; a
+  trainable shift ``x + b`` whose update shows the gradient that reached it).
 
-TensorFlow is imported lazily, inside the functions that need it.
+conftest.py sets TensorFlow's log settings before it imports this module (which imports TensorFlow).
+test_distribute.py imports it in its subprocess too (it puts this folder on that process's path).
 """
 from __future__ import annotations
 
@@ -15,7 +19,12 @@ import dataclasses
 import functools
 from typing import Any, Callable, Dict, Optional
 
+import keras
 import numpy as np
+import tensorflow as tf
+
+import gradlab
+from gradlab import ops
 
 MODES = ("eager", "function", "xla")
 DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64")
@@ -32,8 +41,6 @@ TOLERANCES = {
 
 def wrap_in_mode(fn: Callable, mode_name: str) -> Callable:
     """``fn`` itself (eager), or ``fn`` as a ``tf.function`` (with XLA for ``"xla"``)."""
-    import tensorflow as tf
-
     if mode_name == "eager":
         return fn
     return tf.function(fn, jit_compile=(mode_name == "xla"))
@@ -92,15 +99,9 @@ class OpCase:
 #: Hyperparameters used by the table; exactly representable in every dtype.
 SCALE, CLIP_MIN, CLIP_MAX, MAX_NORM, REVERSE, WIDTH = -1.5, -0.25, 0.5, 1.0, 0.75, 1.5
 
-OP_NAMES = (
-    "map_gradient",
-    "scale_gradient",
-    "clip_gradient",
-    "clip_gradient_norm",
-    "reverse_gradient",
-    "straight_through",
-    "surrogate_step",
-)
+#: Every public op, in gradlab.ops' order; op_cases() asserts that its table has exactly these cases.
+OP_NAMES = tuple(ops.__all__)
+#: The ops whose forward pass is the identity (listed first in gradlab.ops; op_cases() checks it).
 IDENTITY_OP_NAMES = OP_NAMES[:5]
 
 
@@ -111,10 +112,6 @@ def _clip_by_norm_np(dy: np.ndarray, max_norm: float) -> np.ndarray:
 
 @functools.lru_cache(maxsize=None)
 def op_cases() -> Dict[str, OpCase]:
-    import tensorflow as tf
-
-    import gradlab
-
     cases = [
         OpCase(
             "map_gradient",
@@ -161,5 +158,43 @@ def op_cases() -> Dict[str, OpCase]:
             reference_forward=lambda x: tf.cast(x > 0, x.dtype),
         ),
     ]
-    assert tuple(c.name for c in cases) == OP_NAMES
+    # One case per public op, so that a new op is not left out of every test built on this table.
+    assert tuple(c.name for c in cases) == OP_NAMES, "the op cases must be gradlab.ops.__all__, in its order"
+    assert tuple(c.name for c in cases if c.identity) == IDENTITY_OP_NAMES
     return {c.name: c for c in cases}
+
+
+def tape_gradient(fn: Callable, x: Any, dy: Any):
+    """``(fn(x), d<dy, fn(x)>/dx)``: the output and the gradient reaching ``x`` (arrays or tensors), on a tape."""
+    x = tf.convert_to_tensor(x)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = fn(x)
+    return y, tape.gradient(y, x, output_gradients=tf.convert_to_tensor(dy))
+
+
+class ApplyOp(keras.layers.Layer):
+    """A minimal Keras layer around a function, e.g. a gradlab op (how a user puts an op in a model).
+
+    The function is an ``__init__`` argument that Keras cannot put in a config.
+    """
+
+    def __init__(self, apply, **kwargs):
+        super().__init__(**kwargs)
+        self.apply = apply
+
+    def call(self, inputs):
+        return self.apply(inputs)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+
+class Shift(keras.layers.Layer):
+    """``x + b`` with a trainable ``b`` (zeros at first): the variable the subject's rule trains."""
+
+    def build(self, input_shape):
+        self.b = self.add_weight(shape=(input_shape[-1],), initializer="zeros", name="b")
+
+    def call(self, inputs):
+        return inputs + self.b

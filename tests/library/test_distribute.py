@@ -39,6 +39,8 @@ X = [[1.0, -2.0, 0.5], [0.3, 0.7, -1.2], [2.0, 1.0, 1.0], [-0.4, 0.1, 0.9]]
 DY = [[1.0, -2.0, 0.05], [3.0, -0.4, 0.25], [-0.3, 0.2, 0.7], [0.1, -1.5, 0.6]]
 Y_LINEAR = [[1.0], [-1.0], [0.5], [2.0]]
 CLIP = 0.3
+#: This folder, with helpers.py.
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 SCRIPT = textwrap.dedent(
     """
@@ -51,6 +53,7 @@ SCRIPT = textwrap.dedent(
         cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
     import keras, gradlab
     from gradlab import layers
+    from helpers import ApplyOp, Shift  # the layers the model tests share (this folder is on PYTHONPATH)
 
     X, DY, Y_LINEAR, CLIP = (np.array(v, np.float32) for v in json.loads(sys.argv[1]))
     N = len(X)
@@ -59,23 +62,8 @@ SCRIPT = textwrap.dedent(
     single = tf.distribute.get_strategy()
     out["replicas"] = mirrored.num_replicas_in_sync
 
-    class Shift(keras.layers.Layer):
-        def build(self, input_shape):
-            self.b = self.add_weight(shape=(input_shape[-1],), initializer="zeros", name="b")
-        def call(self, x):
-            return x + self.b
-
     def dot_loss(y_true, y_pred):
         return tf.reduce_sum(y_true * y_pred, axis=-1)
-
-    class ApplyOp(keras.layers.Layer):
-        def __init__(self, apply, **kwargs):
-            super().__init__(**kwargs)
-            self.apply = apply
-        def call(self, x):
-            return self.apply(x)
-        def compute_output_shape(self, input_shape):
-            return input_shape
 
     SUBJECTS = {
         "map_gradient": lambda: ApplyOp(lambda t: gradlab.map_gradient(t, lambda dy: dy * dy)),
@@ -219,24 +207,20 @@ SCRIPT = textwrap.dedent(
     outside(tf.zeros([2, 3]), "x")        # first watched without the strategy: one copy only
     out["probe_refused"] = {"watched_outside": refusal(lambda: probe_run(outside, X))}
 
-    def cross_replica_backward():
-        with mirrored.scope():
-            x = tf.constant(X)
-            with tf.GradientTape() as tape:
-                tape.watch(x)
-                loss = tf.reduce_sum(probe(x, name="x"))
-            tape.gradient(loss, x)
-
-    out["probe_refused"]["cross_replica"] = refusal(cross_replica_backward)
-
-    def backward_without_the_strategy():  # the name's copies belong to mirrored
+    def backward_through_probe():
         x = tf.constant(X)
         with tf.GradientTape() as tape:
             tape.watch(x)
             loss = tf.reduce_sum(probe(x, name="x"))
         tape.gradient(loss, x)
 
-    out["probe_refused"]["without_the_strategy"] = refusal(backward_without_the_strategy)
+    def cross_replica_backward():
+        with mirrored.scope():
+            backward_through_probe()
+
+    out["probe_refused"]["cross_replica"] = refusal(cross_replica_backward)
+    # without the strategy: the name's copies belong to mirrored
+    out["probe_refused"]["without_the_strategy"] = refusal(backward_through_probe)
     print(json.dumps(out))
     """
 )
@@ -245,6 +229,8 @@ SCRIPT = textwrap.dedent(
 @pytest.fixture(scope="module")
 def distributed():
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0"}
+    # The script imports helpers.py from this folder; where it finds gradlab does not change.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")]))
     payload = json.dumps([X, DY, Y_LINEAR, CLIP])
     result = subprocess.run([sys.executable, "-c", SCRIPT, payload], capture_output=True,
                             text=True, env=env, timeout=600)

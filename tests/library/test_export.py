@@ -40,19 +40,11 @@ import tensorflow as tf
 import gradlab
 from gradlab import layers
 
-from helpers import OP_NAMES, op_cases
+from helpers import OP_NAMES, op_cases, tape_gradient
 
 X = np.array([[0.3, -1.75, 2.2], [-0.4, 0.6, 1e-3]], np.float32)
 DY = np.array([[1.0, -2.0, 0.05], [3.0, -0.4, 0.25]], np.float32)
 SPEC = tf.TensorSpec([None, 3], tf.float32)
-
-
-def tape_gradient(fn, x=X, dy=DY):
-    x = tf.constant(x)
-    with tf.GradientTape() as tape:
-        tape.watch(x)
-        y = fn(x)
-    return y, tape.gradient(y, x, output_gradients=tf.constant(dy))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -89,8 +81,8 @@ def test_keras_file_round_trip_of_every_op(tmp_path, assert_bitwise):
     for i, name in enumerate(OP_NAMES):
         assert type(loaded.get_layer(name)) is OpLayer
         case = op_cases()[name]
-        y, grad = tape_gradient(lambda x: loaded(x)[i])
-        y0, grad0 = tape_gradient(lambda x: model(x)[i])
+        y, grad = tape_gradient(lambda x: loaded(x)[i], X, DY)
+        y0, grad0 = tape_gradient(lambda x: model(x)[i], X, DY)
         assert_bitwise(y, y0)
         np.testing.assert_allclose(grad.numpy(), grad0.numpy(), rtol=1e-6)
         # The gradient w.r.t. the model input is (rule applied to DY at the op) @ kernel.T.

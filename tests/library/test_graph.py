@@ -38,6 +38,18 @@ def identity_gradient_in_function(name_or_fn):
     return float(gradient(tf.constant(1.0)))
 
 
+def sign_gradient_under(override):
+    """A fresh tf.function: tf.gradients of a tf.sign built under ``gradient_override(override)``."""
+
+    @tf.function
+    def sign_gradient(x):
+        with gradlab.gradient_override(override):
+            y = tf.sign(x)
+        return tf.gradients(y, x)[0]
+
+    return sign_gradient
+
+
 # ------------------------------------------------------------------------------------------------
 # register_gradient
 # ------------------------------------------------------------------------------------------------
@@ -456,11 +468,7 @@ def test_an_op_type_never_built_in_the_block_is_refused_naming_the_types_built()
     """The widely copied recipe {"Cast": "Identity"} around tf.sign built a Sign op, no Cast, and
     silently left the gradient at 0."""
 
-    @tf.function
-    def sign_gradient(x):
-        with gradlab.gradient_override({"Cast": "Identity"}):
-            y = tf.sign(x)
-        return tf.gradients(y, x)[0]
+    sign_gradient = sign_gradient_under({"Cast": "Identity"})
 
     with pytest.raises(ValueError, match=r"no op of type 'Cast' was built inside the block.*"
                                          r"The block built ops of type 'Sign'"):
@@ -468,12 +476,7 @@ def test_an_op_type_never_built_in_the_block_is_refused_naming_the_types_built()
 
 
 def test_the_right_op_type_for_tf_sign_works():
-    @tf.function
-    def sign_gradient(x):
-        with gradlab.gradient_override({"Sign": "Identity"}):
-            y = tf.sign(x)
-        return tf.gradients(y, x)[0]
-
+    sign_gradient = sign_gradient_under({"Sign": "Identity"})
     np.testing.assert_array_equal(sign_gradient(tf.constant([1.0, -2.0])).numpy(), [1.0, 1.0])
 
 
@@ -533,10 +536,5 @@ def test_without_the_private_op_callback_api_the_count_is_skipped(monkeypatch):
 
     monkeypatch.setattr(gradlab.graph, "_tape_probe", lambda: None)
 
-    @tf.function
-    def sign_gradient(x):
-        with gradlab.gradient_override({"Cast": "Identity"}):
-            y = tf.sign(x)
-        return tf.gradients(y, x)[0]
-
+    sign_gradient = sign_gradient_under({"Cast": "Identity"})
     np.testing.assert_array_equal(sign_gradient(tf.constant([1.0, -2.0])).numpy(), [0.0, 0.0])

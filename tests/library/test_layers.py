@@ -9,6 +9,8 @@ import tensorflow as tf
 
 from gradlab import layers
 
+from helpers import tape_gradient
+
 X = np.array([[1.0, -2.0, 3.0], [0.5, 4.0, -6.0]], np.float32)
 #: An upstream gradient with elements outside [-0.1, 0.2] and an L2 norm above 1.
 DY = np.array([[1.0, -2.0, 0.05], [3.0, 0.5, -0.3]], np.float32)
@@ -43,11 +45,7 @@ def layer_case(request):
 
 
 def model_gradient(model, x=X, dy=DY):
-    x = tf.convert_to_tensor(x)
-    with tf.GradientTape() as tape:
-        tape.watch(x)
-        y = model(x)
-    return y, tape.gradient(y, x, output_gradients=tf.convert_to_tensor(dy))
+    return tape_gradient(model, x, dy)
 
 
 def sequential(layer, dtype="float32"):

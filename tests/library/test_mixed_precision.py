@@ -23,8 +23,7 @@ import tensorflow as tf
 import gradlab
 from gradlab import layers
 
-from helpers import OP_NAMES, op_cases
-from test_modes import ApplyOp  # the minimal Keras layer around an op, shared with the mode matrix
+from helpers import OP_NAMES, ApplyOp, Shift, op_cases
 
 X = np.array([[0.3, -1.75, 2.2], [-0.4, 0.6, 1e-3]], np.float32)
 #: Upstream gradient (L2 norm about 0.6), small enough that the first loss scale times the
@@ -113,14 +112,6 @@ def test_every_layer_under_a_mixed_policy(name, policy, assert_bitwise):
 # ------------------------------------------------------------------------------------------------
 # fit() under a mixed policy: one SGD step of a trainable shift in front of the layer
 # ------------------------------------------------------------------------------------------------
-
-
-class Shift(keras.layers.Layer):
-    def build(self, input_shape):
-        self.b = self.add_weight(shape=(input_shape[-1],), initializer="zeros", name="b")
-
-    def call(self, inputs):
-        return inputs + self.b
 
 
 def dot_loss(y_true, y_pred):

@@ -34,6 +34,7 @@ import gradlab
 from gradlab import layers
 
 from helpers import OP_NAMES, op_cases  # the op table shared with test_ops.py (helpers.py)
+from helpers import ApplyOp, Shift  # an op as a Keras layer; the trainable shift x + b
 
 #: Four samples, trained as two batches of two.
 X = np.array(
@@ -61,30 +62,6 @@ class Subject:
     rule: Callable[[np.ndarray, np.ndarray], np.ndarray]
     #: the forward value in TensorFlow (None: identity)
     forward: Optional[Callable] = None
-
-
-class ApplyOp(keras.layers.Layer):
-    """A minimal Keras layer around a gradlab op (how a user puts an op in a model)."""
-
-    def __init__(self, apply, **kwargs):
-        super().__init__(**kwargs)
-        self.apply = apply
-
-    def call(self, inputs):
-        return self.apply(inputs)
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
-
-class Shift(keras.layers.Layer):
-    """``x + b`` with a trainable ``b`` (zeros at first): the variable the subject's rule trains."""
-
-    def build(self, input_shape):
-        self.b = self.add_weight(shape=(input_shape[-1],), initializer="zeros", name="b")
-
-    def call(self, inputs):
-        return inputs + self.b
 
 
 def _op_subject(name: str) -> Subject:

@@ -12,6 +12,8 @@ import keras
 import gradlab
 from gradlab.layers import ReLUGradient, with_relu_gradient
 
+from helpers import ApplyOp
+
 X = np.array([-2.0, -0.5, 0.0, 0.5, 2.0], np.float32)
 UPSTREAMS = {
     "mixed signs": np.array([1.0, -1.0, 2.0, -3.0, 0.5], np.float32),
@@ -268,17 +270,6 @@ def test_the_copy_keeps_the_weights_whatever_their_initializer(initializer):
     assert np.array_equal(copy(X_ROW), model(X_ROW))
 
 
-class _Applies(keras.layers.Layer):
-    """Applies a function given to __init__, which Keras cannot put in a config."""
-
-    def __init__(self, fn, **kwargs):
-        super().__init__(**kwargs)
-        self.fn = fn
-
-    def call(self, x):
-        return self.fn(x)
-
-
 class _Weighted(keras.layers.Layer):
     """A layer whose get_config() forgets its argument n: rebuilt, it gets n=3 weights."""
 
@@ -306,8 +297,8 @@ class _Subclassed(keras.Model):
 
 
 UNCOPYABLE = {
-    "no config": (lambda: _Applies(lambda t: 2.0 * t, name="doubles"),
-                  r"layer 'doubles' \(_Applies\) cannot be copied: Keras .* cannot rebuild it from its config"),
+    "no config": (lambda: ApplyOp(lambda t: 2.0 * t, name="doubles"),  # a function Keras cannot put in a config
+                  r"layer 'doubles' \(ApplyOp\) cannot be copied: Keras .* cannot rebuild it from its config"),
     "config forgets an argument": (lambda: _Weighted(4, name="weighted"),
                                    r"layer 'weighted' \(_Weighted\) cannot be copied: rebuilt from its config it "
                                    r"has weights of shapes \[\(3,\)\], the original \[\(4,\)\]"),

@@ -439,25 +439,22 @@ _SHARED_DENSE = _identity_dense(activation="relu", name="shared_dense")
 
 
 class _SharesASublayer(keras.layers.Layer):
-    """Every instance holds the same Dense: a copy would share it with the original."""
+    """Every instance holds the same Dense (as its attribute ``HELD_AS``): a copy would share it with the original."""
+
+    HELD_AS = "dense"
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self.dense = _SHARED_DENSE
+        setattr(self, self.HELD_AS, _SHARED_DENSE)
 
     def call(self, x):
-        return self.dense(x)
+        return getattr(self, self.HELD_AS)(x)
 
 
-class _WrapsASharedLayer(keras.layers.Layer):
+class _WrapsASharedLayer(_SharesASublayer):
     """A wrapper (its .layer is read like TimeDistributed's) holding the same Dense in every instance."""
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.layer = _SHARED_DENSE
-
-    def call(self, x):
-        return self.layer(x)
+    HELD_AS = "layer"
 
 
 @pytest.mark.parametrize("make", [lambda: _SharesASublayer(name="shares"), lambda: _WrapsASharedLayer(name="shares")],
