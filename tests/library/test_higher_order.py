@@ -115,13 +115,14 @@ CASES = {
 }
 
 
-def nested(op):
+def nested(op, then=g):
+    """``x -> (dy/dx, d(dy/dx)/dx)`` for ``y = then(op(x))``, by two nested tapes (reverse over reverse)."""
     def derivatives(x):
         with tf.GradientTape() as outer:
             outer.watch(x)
             with tf.GradientTape() as inner:
                 inner.watch(x)
-                y = g(op(x))
+                y = then(op(x))
             first = inner.gradient(y, x)
         return first, outer.gradient(first, x)
 
@@ -150,15 +151,7 @@ def test_the_documented_formulas_are_not_the_naive_ones():
 def test_second_derivative_of_the_bare_op(name):
     """``y = op(x)`` with a constant upstream: the first derivative does not depend on x, except
     for surrogate_step, whose rule reads x (its second derivative is ``dy * tri'(x)``)."""
-    op = CASES[name][0]
-    x = tf.constant(X)
-    with tf.GradientTape() as outer:
-        outer.watch(x)
-        with tf.GradientTape() as inner:
-            inner.watch(x)
-            y = op(x)
-        first = inner.gradient(y, x)
-    second = outer.gradient(first, x)
+    _, second = nested(CASES[name][0], then=lambda y: y)(tf.constant(X))
     if name == "surrogate_step":
         np.testing.assert_allclose(second.numpy(), tri_prime(X), rtol=1e-12)
     else:
