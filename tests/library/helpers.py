@@ -191,7 +191,7 @@ class ApplyOp(keras.layers.Layer):
 
 
 class Shift(keras.layers.Layer):
-    """``x + b`` with a trainable ``b`` (zeros at first): the variable the subject's rule trains."""
+    """``x + b`` with a trainable ``b`` (zeros at first): its update shows the gradient that reached it."""
 
     def build(self, input_shape):
         self.b = self.add_weight(shape=(input_shape[-1],), initializer="zeros", name="b")
