@@ -50,7 +50,7 @@ def check_exercise_1(callback_class) -> str:
         hint = "\nThe factor never changed: assign reversal.factor in on_train_batch_begin."
     elif np.allclose(seen[BATCHES:], seen[:BATCHES]):
         hint = ("\nIt starts again at the second epoch: fit's `batch` argument counts the batches of\n"
-                "the current epoch. Count the steps yourself (a counter in the callback).")
+                "the current epoch. Where can the callback get a step number that keeps counting across epochs?")
     elif np.allclose(seen[1:], expected[:-1]):
         hint = ("\nEach value comes one step late: set the factor before the step (on_train_batch_begin), "
                 "from the\nstep about to run.")

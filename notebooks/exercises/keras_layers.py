@@ -22,8 +22,8 @@ def check_exercise_1(build_model) -> str:
     except NotYet as not_yet:
         if isinstance(not_yet.__cause__, ValueError) and "KerasTensor" in str(not_yet.__cause__):
             raise NotYet(f"building the model raised {first_line(not_yet.__cause__, limit=60)}\n"
-                         "A tf.custom_gradient function cannot be called on a keras.Input. Call it inside a\n"
-                         "layer: a keras.layers.Layer subclass whose call() uses it, or keras.layers.Lambda.") from None
+                         "A tf.custom_gradient function cannot be called on a keras.Input: where in a model\n"
+                         "does it receive real tensors? (section 1)") from None
         raise
     if not isinstance(model, keras.Model):
         raise NotYet(f"build_model() should return a keras.Model; it returned {type(model).__name__}.")

@@ -100,7 +100,8 @@ def check_exercise_2(fn) -> str:
     said = f"for the upstream gradient {upstream} you send back {got}"
     if np.array_equal(got, upstream):
         raise NotYet(f"{said},\nthe upstream gradient, unclipped: in eager mode the override map is silently "
-                     "ignored (section 4).\nUse tf.custom_gradient or gradlab.")
+                     "ignored (section 4).\nWhat replaces the map in TF 2? Section 6 lists a replacement "
+                     "for each legacy recipe.")
     if not np.allclose(got, expected):
         if np.allclose(got, np.clip(np.ones_like(upstream), -0.1, 0.1)):
             hint = "\nYour grad ignores dy: clip the upstream gradient itself."

@@ -154,6 +154,9 @@ def _one_probe(transform, variables, setting: str) -> None:
                  "Only the hidden layer is slowed down: tell the layers apart by variable.path."),
                 (factor == 0.1 and np.isclose(ratio, 1.0) and variable.path.endswith("bias"),
                  "The bias is part of the hidden layer too: select by the layer's part of variable.path."),
+                (factor == 0.1 and np.isclose(ratio, 1.0),  # the starting point: nothing slowed down
+                 "Which attribute of a variable says it belongs to the hidden layer? Section 1\n"
+                 "prints it for each variable."),
                 otherwise="Tell the layers apart by variable.path.",
             )
             raise NotYet(f"{setting}the gradient of {variable.path} should be multiplied by {factor}, but it "

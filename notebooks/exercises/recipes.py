@@ -68,7 +68,7 @@ def check_exercise_1(safe_log) -> str:
         if not np.isfinite(g).all():
             bad = ", ".join(f"{p:g}" for p in POINTS[~np.isfinite(g)])
             raise NotYet(f"{mode}, the gradient is NaN or infinite at x = {bad}. The unselected branch still "
-                         "sees x <= 0:\ngive it a safe input with a second tf.where.")
+                         "sees x <= 0:\nwhat does the double where of section 2 give it instead?")
         if not np.allclose(g, gradient, rtol=1e-6, atol=1e-7):
             i = _first_difference(g, gradient)
             said = (f"{mode}, with the upstream gradient dy = {UPSTREAM[i]:g} at x = {POINTS[i]:g}, x receives "

@@ -55,9 +55,8 @@ def check_exercise_1(binarize) -> str:
         said = (f"{mode}, with the upstream gradient dy = {_DY.numpy()},\nx receives {grad}; "
                 f"expected dy where |x| <= 1, {expected_grad}.")
         if np.allclose(grad, 0.0):
-            raise NotYet(f"{said}\nZero everywhere is tf.sign's own gradient: the custom gradient is not used. "
-                         "Is hard_sign called\nwith a keyword argument (t=x)? tf.custom_gradient sees only "
-                         "tensors passed positionally.")
+            raise NotYet(f"{said}\nZero everywhere is tf.sign's own gradient: the custom gradient is not used.\n"
+                         "How is hard_sign called? (notebook 01, section 5)")
         if np.allclose(grad, mask):
             raise NotYet(f"{said}\nThat is the mask |x| <= 1 alone: does grad multiply by dy?")
         if np.allclose(grad, _DY.numpy() * (np.abs(_X.numpy()) < 1.0)):
@@ -105,7 +104,7 @@ def check_exercise_2(make_step) -> str:
         raise NotYet(f"with factor 5 the gradient of scale_gradient(t, 5) at t = 2 should be 5.0; got {before}.")
     if after == 5.0:
         raise NotYet("after set_factor(0.5) the gradient is still 5.0: the tf.function read the Python "
-                     "number\nonce, while tracing. Keep the factor in a tf.Variable and assign to it (§3.1).")
+                     "number\nonce, while tracing. What does a tf.function read anew at every call? (§3.1)")
     if after != 0.5:
         raise NotYet(f"after set_factor(0.5) the gradient should be 0.5; got {after}.")
     traces = step.experimental_get_tracing_count()

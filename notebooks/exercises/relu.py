@@ -117,9 +117,9 @@ def check_exercise_2(saliency_fn, images, labels, forward, weights) -> str:
 
     if np.allclose(got, plain, rtol=1e-5, atol=1e-6):
         raise NotYet("these are plain-gradient maps: no ReLU got the guided gradient.\n"
-                     f"{pixel(plain, plain, 'plain-gradient')}\nBuild the top ReLU inside "
-                     "gradlab.gradient_override(...), and differentiate with tf.gradients (a tape\n"
-                     "opened inside a tf.function ignores override maps).")
+                     f"{pixel(plain, plain, 'plain-gradient')}\nIs top_relu's ReLU created inside an "
+                     "override's with block? Section 3 shows how to build one,\nand which differentiation "
+                     "honours the map.")
     if np.allclose(got, full, rtol=1e-5, atol=1e-6):
         raise NotYet("these are full guided-backprop maps: all three ReLUs were overridden.\n"
                      f"{pixel(full, full, 'full guided')}\nOnly the ReLU created inside the with block gets "

@@ -82,8 +82,8 @@ def check_exercise_1(gradient_case) -> str:
         except NotYet as not_yet:
             if not isinstance(not_yet.__cause__, LookupError):
                 raise
-            why = _why("missing", None)
-            raise NotYet(f"{not_yet}.\n{why[0].upper() + why[1:]}.") from None
+            raise NotYet(f"{not_yet}.\nWhich of section 2's three cases is that, and how can gradient_case "
+                         "report it instead of raising?") from None
         if not isinstance(answer, str) or answer.strip().lower() not in CASES:
             raise NotYet(f"for {name} your function returned {answer!r}; return one of {CASES}.")
         if answer not in CASES:
@@ -132,8 +132,8 @@ def check_exercise_2(ste) -> str:
         raise NotYet(f"{int(differ.sum()):,d} of 100,000 bit patterns differ from quantize(x): "
                      f"{' and '.join(parts)};\nfor instance at x = {_number(x.numpy()[i])} you return "
                      f"{_number(value[i])}, quantize(x) is {_number(exact[i])}.\nIf you wrote "
-                     "b + tf.stop_gradient(f - b): it rounds (see the Deep dive). Return the tensor\n"
-                     "f(x) itself as the value.")
+                     "b + tf.stop_gradient(f - b): it rounds (see the Deep dive). Which technique of\n"
+                     "section 5 returns f(x) bitwise, with any b?")
     if gradient is None:
         raise NotYet("the value is exact, but no gradient reaches x (None). Which term carries it?")
     gradient = gradient.numpy()

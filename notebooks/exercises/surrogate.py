@@ -118,7 +118,7 @@ def check_exercise_2(fixed_fn) -> str:
              f"x receives              {_show(sent)};\ndy * max(0, 1 - |x|) is {_show(expected)}.")
     if not result.linear_in_upstream:
         raise NotYet(f"the gradient still does not scale with the upstream gradient dy:{shown}\n"
-                     "Hint: grad sends the same whatever dy is. Multiply by dy.")
+                     "Hint: grad sends the same whatever dy is: what does it leave out? (notebook 01, section 1)")
     if not result.ok:
         raise NotYet(f"the gradient scales with dy but is not dy * max(0, 1 - |x|):{shown}\n"
                      "Hint: the source's triangle max(0, 1 - |x|) is the surrogate: grad sends dy times it.")

@@ -81,6 +81,8 @@ def test_exercise_1_names_a_late_an_early_and_a_once_an_epoch_ramp(refused):
 def test_exercise_1_explains_the_per_epoch_batch_index_and_a_factor_never_set(refused):
     out = refused(check_exercise_1(_PerEpoch))
     assert "[0.     0.6823 0.9311 0.     0.6823 0.9311]" in out and "counts the batches of\nthe current epoch" in out
+    assert "a step number that keeps counting across epochs?" in out
+    assert "Count the steps yourself" not in out and "counter" not in out  # no solution
     assert "never changed" in refused(check_exercise_1(_Never))
     assert "ZeroDivisionError" in refused(check_exercise_1(lambda reversal, total_steps: 1 / 0))
 

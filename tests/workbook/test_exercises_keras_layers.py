@@ -43,7 +43,9 @@ def test_exercise_1_explains_the_starting_point_and_other_mistakes(refused):
     def starting_point():
         inputs = keras.Input(shape=(3,))
         return keras.Model(inputs, _halve(inputs))
-    assert "cannot be called on a keras.Input" in refused(check_exercise_1(starting_point))
+    out = refused(check_exercise_1(starting_point))
+    assert "cannot be called on a keras.Input" in out and "receive real tensors? (section 1)" in out
+    assert "Layer subclass" not in out and "keras.layers.Lambda" not in out  # no solution
     out = refused(check_exercise_1(lambda: _model(keras.layers.Identity())))
     assert "should receive half of it,\n[[ 0.5   1.   -2.  ]\n [ 0.25 -0.5   1.5 ]]" in out
     assert "the input receives\n[[ 1.   2.  -4. ]\n [ 0.5 -1.   3. ]]" in out and "arrives unchanged" in out

@@ -90,6 +90,8 @@ def _identity_mapped_to(gradient_name):
 def test_exercise_2_explains_the_ignored_map(refused):
     out = refused(check_exercise_2(_identity_mapped_to("CustomClipGrad")))
     assert "you send back [ 1.   -0.05 -4.    0.07]" in out and "silently ignored" in out
+    assert "Section 6 lists a replacement for each legacy recipe" in out
+    assert "tf.custom_gradient or gradlab" not in out  # no solution
 
 
 def test_exercise_2_refuses_the_map_wrapped_in_a_tf_function(refused):

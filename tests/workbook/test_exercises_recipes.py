@@ -26,9 +26,10 @@ def test_exercise_1_accepts_the_double_where_and_a_custom_gradient(accepted):
 
 
 def test_exercise_1_explains_the_starting_point(refused):
-    assert "eagerly, the gradient is NaN or infinite at x = 0." in refused(
-        check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(x), 0.0))
-    )
+    out = refused(check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(x), 0.0)))
+    assert "eagerly, the gradient is NaN or infinite at x = 0." in out
+    assert "what does the double where of section 2 give it instead?" in out
+    assert "second tf.where" not in out  # no solution
 
 
 def test_exercise_1_refuses_an_epsilon_or_a_clamp(refused):

@@ -52,8 +52,10 @@ def test_exercise_1_rejects_the_starting_point(refused):
 
 
 def test_exercise_1_explains_an_uncaught_lookup_error(refused):
-    out = refused(check_exercise_1(_uncaught))
-    assert "LookupError" in out and "catch it" in out
+    out = refused(check_exercise_1(_uncaught))  # the notebook's starting point
+    assert "raised LookupError: gradient registry has no entry for: ResizeArea." in out
+    assert "Which of section 2's three cases is that" in out
+    assert "catch it" not in out and "say 'missing'" not in out  # no solution
 
 
 def test_exercise_1_says_zeros_still_flow(refused):
@@ -109,6 +111,8 @@ def test_exercise_2_counts_the_identity_tricks_lost_values(refused):
     out = refused(check_exercise_2(lambda x: x + tf.stop_gradient(quantize(x) - x)))
     assert "different numbers (by up to 1)" in out and "zeros of the wrong sign" not in out
     assert "for instance at x = -65553408 you return 0, quantize(x) is -1." in out
+    assert "it rounds (see the Deep dive). Which technique of\nsection 5 returns f(x) bitwise" in out
+    assert "f(x) itself as the value" not in out  # no solution
 
 
 def test_exercise_2_rejects_the_identity_gradient(refused):
