@@ -7,8 +7,8 @@ two directions only (:func:`directions`).
 
 Why not ``tf.test.compute_gradient``: it gives neither the noise floor nor a two-direction mode,
 differences in ``x``'s own dtype, and divides by the nominal step even where ``x + delta`` rounds
-(in float32 above 2**14, twice the derivative or zero). Where both apply, the two agree
-(``tests/library/test_finite_differences.py``).
+(with the default delta 1/1024, in float32 above 2**14: twice the derivative or zero). On float64
+inputs the two agree (``tests/library/test_finite_differences.py``).
 """
 from __future__ import annotations
 

@@ -4,8 +4,12 @@ Usage: python tools/nbfmt.py [--check] [notebooks/NN_name.ipynb ... | folder]   
 
 ``make execute`` runs it after executing; ``make lint`` runs it with ``--check``, which changes
 nothing, names every file that formatting would change (and what would change) and exits 1.
-It never touches a cell's outputs, execution counts or code beyond a solution's or the Colab cell's
-first line. What it stores:
+It never touches a cell's execution count, code beyond a solution's or the Colab cell's first line,
+or what its outputs say. What it stores:
+
+* one stream output where the kernel sent several in a row to the same stream (nbconvert's
+  ``CoalesceStreamsPreprocessor``): where stdout was flushed depends on timing, not on the code, so
+  every run would otherwise move the splits and change the file (nbval merges them before comparing);
 
 * no ipywidgets state (notebook metadata ``widgets``): every widget output carries its own PNG
   fallback and a static picture follows it, so the state would only bloat the file;
@@ -38,6 +42,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,6 +62,15 @@ def tags(cell) -> list:
 def strip_widget_state(nb) -> list[str]:
     """Drops the stored ipywidgets state (notebook metadata ``widgets``)."""
     return ["widget state"] if nb.metadata.pop("widgets", None) is not None else []
+
+
+def merge_streams(cell) -> list[str]:
+    """Consecutive stream outputs of one name become one (where the kernel flushed is timing)."""
+    if cell.cell_type != "code" or not cell.outputs:
+        return []
+    before = nbformat.from_dict([dict(output) for output in cell.outputs])
+    CoalesceStreamsPreprocessor().preprocess_cell(cell, {}, 0)
+    return ["streams merged"] if cell.outputs != before else []
 
 
 def store_kernelspec(nb) -> list[str]:
@@ -151,7 +165,7 @@ def format_notebook(nb) -> list[str]:
             cell_changes += title_solution(cell, number)
         elif cell.cell_type == "code" and "colab" in tags(cell):
             cell_changes += title_colab(cell)
-        cell_changes += mirror_collapsed(cell) + drop_unscrolled(cell)
+        cell_changes += mirror_collapsed(cell) + drop_unscrolled(cell) + merge_streams(cell)
         if cell_changes:
             changes.append(f"cell {index}: {', '.join(cell_changes)}")
     return changes

@@ -118,8 +118,7 @@ def check_exercise_2(saliency_fn, images, labels, forward, weights) -> str:
     if np.allclose(got, plain, rtol=1e-5, atol=1e-6):
         raise NotYet("these are plain-gradient maps: no ReLU got the guided gradient.\n"
                      f"{pixel(plain, plain, 'plain-gradient')}\nIs top_relu's ReLU created inside an "
-                     "override's with block? Section 3 shows how to build one,\nand which differentiation "
-                     "honours the map.")
+                     "override's with block? Section 3 shows how to open one.")
     if np.allclose(got, full, rtol=1e-5, atol=1e-6):
         raise NotYet("these are full guided-backprop maps: all three ReLUs were overridden.\n"
                      f"{pixel(full, full, 'full guided')}\nOnly the ReLU created inside the with block gets "

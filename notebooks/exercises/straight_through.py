@@ -131,8 +131,8 @@ def check_exercise_2(ste) -> str:
         i = int(np.argmax(differ & ~((value == 0) & (exact == 0)))) if numbers else int(np.argmax(differ))
         raise NotYet(f"{int(differ.sum()):,d} of 100,000 bit patterns differ from quantize(x): "
                      f"{' and '.join(parts)};\nfor instance at x = {_number(x.numpy()[i])} you return "
-                     f"{_number(value[i])}, quantize(x) is {_number(exact[i])}.\nIf you wrote "
-                     "b + tf.stop_gradient(f - b): it rounds (see the Deep dive). Which technique of\n"
+                     f"{_number(value[i])}, quantize(x) is {_number(exact[i])}.\nThe trick "
+                     "b + tf.stop_gradient(f - b) rounds (see the Deep dive). Which technique of\n"
                      "section 5 returns f(x) bitwise, with any b?")
     if gradient is None:
         raise NotYet("the value is exact, but no gradient reaches x (None). Which term carries it?")

@@ -94,6 +94,19 @@ def test_what_jupyterlab_writes_on_save():
     assert result.endswith("}\n") and '\n "metadata": {\n  "kernelspec"' in result, "one-space indent, sorted keys"
 
 
+def test_consecutive_streams_become_one_and_nothing_else_moves():
+    """Where the kernel flushed stdout is timing: two stdout chunks in a row are stored as one."""
+    nb = notebook(("print('a'); print('b')", {}))
+    stream = lambda name, text: nbformat.v4.new_output("stream", name=name, text=text)  # noqa: E731
+    nb.cells[0].outputs = [stream("stdout", "a\n"), stream("stdout", "b\n"), stream("stderr", "warn\n"),
+                           stream("stdout", "c\n"), nbformat.v4.new_output("execute_result", data={"text/plain": "1"})]
+    outputs = formatted(nb).cells[0].outputs
+    assert [(o.output_type, o.get("name"), o.get("text")) for o in outputs] == [
+        ("stream", "stdout", "a\nb\n"), ("stream", "stderr", "warn\n"), ("stream", "stdout", "c\n"),
+        ("execute_result", None, None)]
+    assert nbfmt.format_text(nbfmt.serialise(formatted(nb)))[1] == []
+
+
 def test_formatting_is_idempotent_and_leaves_other_kernels_alone():
     nb = notebook(("# Solution\nx = 1", {"tags": ["solution"]}), ("import os", {"tags": ["colab"]}))
     once, _ = nbfmt.format_text(nbfmt.serialise(nb))

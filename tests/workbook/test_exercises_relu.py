@@ -91,7 +91,7 @@ def test_exercise_2_accepts_an_override_on_the_top_relu_only(network, accepted):
 def test_exercise_2_explains_mistakes_with_a_pixel(network, refused):
     forward, weights, images, labels = network
     out = refused(check_exercise_2(_saliency_under(forward, weights, tf.nn.relu), images, labels, forward, weights))
-    assert "plain-gradient maps" in out and "Section 3 shows how to build one" in out
+    assert "plain-gradient maps" in out and "Section 3 shows how to open one." in out
     assert "gradient_override" not in out  # no solution
     assert "At image 0, pixel (0, 1) your map has -0.3747, the plain-gradient map -0.3747,\n" in out
     assert "and the map with the guided rule in the top ReLU only 0." in out

@@ -111,7 +111,8 @@ def test_exercise_2_counts_the_identity_tricks_lost_values(refused):
     out = refused(check_exercise_2(lambda x: x + tf.stop_gradient(quantize(x) - x)))
     assert "different numbers (by up to 1)" in out and "zeros of the wrong sign" not in out
     assert "for instance at x = -65553408 you return 0, quantize(x) is -1." in out
-    assert "it rounds (see the Deep dive). Which technique of\nsection 5 returns f(x) bitwise" in out
+    assert "The trick b + tf.stop_gradient(f - b) rounds (see the Deep dive)" in out
+    assert "Which technique of\nsection 5 returns f(x) bitwise" in out
     assert "f(x) itself as the value" not in out  # no solution
 
 
