@@ -69,8 +69,10 @@ lint: install
 # One worker more than cores: a worker running a notebook waits while its kernel (another process)
 # computes, and the extra worker keeps every core busy (4 min 04 s instead of 5 min 02 s on 2 cores).
 XDIST := -n $(shell echo $$(( $$(nproc) + 1 ))) --dist loadscope
-# nbval with a second run of every code cell in the same kernel (tools/nbval_second_run.py).
-NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p nbval_second_run
+# nbval with a second run of every code cell in the same kernel (tools/nbval_second_run.py), and a
+# kernel that fails to start (workers starting kernels at once can race for a port) started again
+# (tools/nbval_kernel_start.py).
+NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p nbval_second_run -p nbval_kernel_start
 
 test: install lint
 	PYTHONPATH=$(CURDIR)/tools $(PY) -m pytest $(XDIST) $(NBVAL) $(PYTEST_ARGS) tests notebooks

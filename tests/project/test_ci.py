@@ -220,6 +220,17 @@ def test_ci_grades_the_instructor_editions_sample(stubs):
     assert ("test-assignments", "", "all", "0") in _checks(_make_calls(lines))
 
 
+def test_make_runs_strict_nbval_with_the_workbooks_plugins(tmp_path):
+    """Both nbval runs load the second run of every cell and the kernel-start retry (tools/)."""
+    for target in ("test", "test-notebooks"):
+        calls = _make(target, *_stub_venv(tmp_path / target), "XDIST=")
+        pytest_run = next(call.split() for call in calls if call.startswith("python -m pytest"))
+        plugins = {pytest_run[i + 1] for i, arg in enumerate(pytest_run) if arg == "-p"}
+        assert {"--nbval", "--nbval-current-env"} <= set(pytest_run), pytest_run
+        assert {"nbval_second_run", "nbval_kernel_start"} <= plugins, pytest_run
+        assert all((ROOT / "tools" / f"{plugin}.py").is_file() for plugin in plugins - {"no:cacheprovider"})
+
+
 def test_make_execute_formats_what_it_executed(tmp_path):
     calls = _make("execute", *_stub_venv(tmp_path), "NB=notebooks/00_start_here.ipynb")
     executed = next(i for i, call in enumerate(calls) if call.startswith("jupyter nbconvert") and "--execute" in call)
