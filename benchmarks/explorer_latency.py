@@ -40,7 +40,8 @@ TARGETS = {"kernel median": 30.0, "browser median": 100.0, "browser p95": 250.0}
 
 def load_browser_harness():
     """tests/project/test_browser.py as a module (its JupyterLab, chromium and explorer helpers)."""
-    spec = importlib.util.spec_from_file_location("gradlab_browser_harness", ROOT / "tests" / "test_browser.py")
+    spec = importlib.util.spec_from_file_location(
+        "gradlab_browser_harness", ROOT / "tests" / "project" / "test_browser.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -40,7 +40,7 @@ def check_exercise_1(callback_class) -> str:
     with running("training with your callback"):
         seen = _factors_seen(callback_class)
     shown = np.array(seen).round(4)
-    if np.allclose(seen, expected, atol=1e-6):
+    if len(seen) == steps and np.allclose(seen, expected, atol=1e-6):
         return (f"Over {EPOCHS} epochs of {BATCHES} batches the factor before each step was\n"
                 f"{shown}: the paper's ramp over all {steps} steps.")
     hint = ""

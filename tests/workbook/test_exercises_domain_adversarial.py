@@ -87,6 +87,16 @@ def test_exercise_1_explains_the_per_epoch_batch_index_and_a_factor_never_set(re
     assert "ZeroDivisionError" in refused(check_exercise_1(lambda reversal, total_steps: 1 / 0))
 
 
+class _StopsAfterTwoSteps(_Ramp):
+    def on_train_batch_end(self, batch, logs=None):
+        self.model.stop_training = self.step == 2
+
+
+def test_exercise_1_names_a_training_that_saw_fewer_steps(refused):
+    # The ramp's first values are right, but fit stopped early: a Not yet that counts the steps, no crash.
+    assert "The callback saw 2 steps, not 6" in refused(check_exercise_1(_StopsAfterTwoSteps))
+
+
 def test_exercise_2_accepts_the_reversal_between_features_and_head(accepted):
     assert accepted(check_exercise_2(lambda f, reversal, head: head(reversal(f)))).startswith("Correct!")
 
