@@ -82,7 +82,7 @@ def _hint(result, grads, max_norm) -> str:
     if np.isclose(factor, min(1.0, max_norm / per_tensor)):
         return (f"{said}.\nYou added the tensors' norms ({per_tensor:.1f}): the global norm is the square "
                 "root of the sum of\nall squares, over all tensors.")
-    if np.isclose(factor, norm / max_norm) or np.isclose(factor, min(1.0, norm / max_norm)):
+    if np.isclose(factor, norm / max_norm):  # min(1, norm / max_norm) = 1 returned above
         return f"{said}:\nthe ratio is upside down (global norm / max_norm)."
     return f"{said}."
 
@@ -133,7 +133,7 @@ def _probe_variables(inputs: int, out_units: int) -> list:
 def _one_probe(transform, variables, setting: str) -> None:
     """Runs ``transform`` on gradients 1, 2, 3, 4 times ones; ``setting`` opens a message ("" for the first)."""
     grads = [tf.ones_like(v) * (i + 1) for i, v in enumerate(variables)]
-    with running(f"{setting}your transform" if setting else "your transform"):
+    with running(f"{setting}your transform"):
         result = transform(list(grads), list(variables))
         result = None if result is None else _as_tensors(result)
     if result is None:

@@ -6,7 +6,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from exercises._harness import NotYet, first_line, running, self_check
+from exercises._harness import NotYet, first_hint, first_line, running, self_check
 
 __all__ = ["check_exercise_1", "check_exercise_2", "quantize_numpy"]
 
@@ -19,12 +19,17 @@ def short_reason(err):
     return first_line(err, limit=80)
 
 
-def _fair_ratio_reference(log, technique, baseline="none"):
+def _per_round_ratios(log, technique, warm=False) -> list:
+    """seconds(technique) / seconds(none) in each round (round 0, the warm-up, only if ``warm``)."""
     by_round = {}
     for record in log:
-        if record["round"] >= 1:
+        if warm or record["round"] >= 1:
             by_round.setdefault(record["round"], {})[record["technique"]] = record["seconds"]
-    return float(np.median([r[technique] / r[baseline] for r in by_round.values()]))
+    return [r[technique] / r["none"] for r in by_round.values()]
+
+
+def _fair_ratio_reference(log, technique):
+    return float(np.median(_per_round_ratios(log, technique)))
 
 
 def _made_up_log(seed, technique="scale"):
@@ -45,24 +50,17 @@ def _summaries(log, technique) -> list:
     def seconds(name, warm):
         return [r["seconds"] for r in log if r["technique"] == name and (warm or r["round"] >= 1)]
 
-    def per_round(warm):
-        times = {}
-        for r in log:
-            if warm or r["round"] >= 1:
-                times.setdefault(r["round"], {})[r["technique"]] = r["seconds"]
-        return [t[technique] / t["none"] for t in times.values()]
-
     warm_up = "it includes the warm-up (round 0), where tracing and compiling dominate. Leave round 0 out."
     unpaired = ("it divides a summary of one technique's times by a summary of the other's.\n"
                 "Divide within each round first (same round, same load), then take the median.")
     return [
         (np.mean(seconds(technique, True)) / np.mean(seconds("none", True)), warm_up),
         (np.median(seconds(technique, True)) / np.median(seconds("none", True)), warm_up),
-        (float(np.median(per_round(True))), warm_up),
-        (float(np.mean(per_round(True))), warm_up),
+        (float(np.median(_per_round_ratios(log, technique, True))), warm_up),
+        (float(np.mean(_per_round_ratios(log, technique, True))), warm_up),
         (np.median(seconds(technique, False)) / np.median(seconds("none", False)), unpaired),
         (np.mean(seconds(technique, False)) / np.mean(seconds("none", False)), unpaired),
-        (float(np.mean(per_round(False))), "that is the mean of the per-round ratios: take their median, "
+        (float(np.mean(_per_round_ratios(log, technique))), "that is the mean of the per-round ratios: take their median, "
                                            "which one disturbed round\ncannot move."),
         (1.0 / _fair_ratio_reference(log, technique), "that is none / technique: the ratio is upside down."),
     ]
@@ -90,9 +88,9 @@ def check_exercise_1(fair_ratio) -> str:
                          f"{type(answer).__name__} {answer!r}.") from None
         if abs(answer - expected) <= 1e-9:
             continue
-        hint = next((text for value, text in _summaries(log, technique) if abs(answer - value) < 1e-9),
-                    f"take the median, over rounds 1 and later, of seconds({technique}) / seconds(none) "
-                    "in the same round.")
+        hint = first_hint(*((abs(answer - value) < 1e-9, text) for value, text in _summaries(log, technique)),
+                          otherwise=f"take the median, over rounds 1 and later, of seconds({technique}) / "
+                                    "seconds(none) in the same round.")
         raise NotYet(f'fair_ratio(log, "{technique}") is {answer:.4f}; the median over rounds 1+ of the '
                      f"per-round ratio\n{technique} / none is {expected:.4f}.\nHint: {hint}")
     return (f"The median per-round ratio is {expected:.4f}: the warm-up is out, and the two busy\n"

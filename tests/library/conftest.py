@@ -22,7 +22,7 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 import pytest  # noqa: E402
 from helpers import (  # noqa: E402
     DTYPE_NAMES, IDENTITY_OP_NAMES, MODES, OP_NAMES, OpCase, assert_bitwise as _assert_bitwise,
-    assert_close as _assert_close, op_cases, wrap_in_mode,
+    assert_close as _assert_close, op_cases, tape_gradient, wrap_in_mode,
 )
 from hypothesis import HealthCheck, settings  # noqa: E402
 
@@ -92,13 +92,5 @@ def pytest_generate_tests(metafunc):
 
 @pytest.fixture(scope="session")
 def forward_and_gradient() -> Callable:
-    """``forward_and_gradient(apply, x, dy)`` -> ``(apply(x), d<dy, apply(x)>/dx)`` on a tape."""
-    import tensorflow as tf
-
-    def compute(apply, x, dy):
-        with tf.GradientTape() as tape:
-            tape.watch(x)
-            y = apply(x)
-        return y, tape.gradient(y, x, output_gradients=dy)
-
-    return compute
+    """``forward_and_gradient(apply, x, dy)`` -> ``(apply(x), d<dy, apply(x)>/dx)`` on a tape (``tape_gradient``)."""
+    return tape_gradient

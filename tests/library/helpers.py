@@ -170,7 +170,7 @@ def tape_gradient(fn: Callable, x: Any, dy: Any):
     with tf.GradientTape() as tape:
         tape.watch(x)
         y = fn(x)
-    return y, tape.gradient(y, x, output_gradients=tf.convert_to_tensor(dy))
+    return y, tape.gradient(y, x, output_gradients=dy)  # the tape converts dy; None means ones
 
 
 class ApplyOp(keras.layers.Layer):

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import gradlab
+from helpers import tape_gradient
 
 SHAPES = hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4)
 #: Bounds for the gradient-definition properties: large enough to exercise every branch (clipping,
@@ -51,14 +52,6 @@ def x_and_dy(draw, dtype: tf.DType, *, finite: bool, x_bound=None, dy_bound=None
     return x, dy
 
 
-def eager_forward_and_gradient(apply, x_np, dy_np):
-    x, dy = tf.constant(x_np), tf.constant(dy_np)
-    with tf.GradientTape() as tape:
-        tape.watch(x)
-        y = apply(x)
-    return y, tape.gradient(y, x, output_gradients=dy)
-
-
 def assert_close_to_definition(grad, expected, dy, dtype, tolerances):
     """``|grad - expected| <= atol * max(1, max|dy|) + rtol * |expected|`` for the dtype."""
     rtol, atol = tolerances[dtype.name]
@@ -89,7 +82,7 @@ TOLERANCES = (
 @given(data=st.data())
 def test_forward_is_exact_and_no_nan_is_introduced(op_case, dtype, assert_bitwise, data):
     x_np, dy_np = data.draw(x_and_dy(dtype, finite=False), label="x, dy")
-    y, grad = eager_forward_and_gradient(op_case.apply, x_np, dy_np)
+    y, grad = tape_gradient(op_case.apply, x_np, dy_np)
 
     if op_case.identity:
         assert_bitwise(y, x_np)
@@ -110,7 +103,7 @@ def test_gradient_matches_the_definition(op_case, dtype, data):
     x_np, dy_np = data.draw(
         x_and_dy(dtype, finite=True, x_bound=X_BOUND, dy_bound=DY_BOUND), label="x, dy"
     )
-    y, grad = eager_forward_and_gradient(op_case.apply, x_np, dy_np)
+    y, grad = tape_gradient(op_case.apply, x_np, dy_np)
     x64, dy64 = x_np.astype(np.float64), dy_np.astype(np.float64)
     if op_case.forward is not None:
         # TensorFlow's CPU kernels flush subnormals to zero (so surrogate_step(1e-310) is 0, like
@@ -150,7 +143,7 @@ def test_tf_function_agrees_with_eager(op_case, dtype, assert_bitwise, data):
     )
     run = shape_agnostic_function(op_case, dtype)
     y, grad = run(tf.constant(x_np), tf.constant(dy_np))
-    y_eager, grad_eager = eager_forward_and_gradient(op_case.apply, x_np, dy_np)
+    y_eager, grad_eager = tape_gradient(op_case.apply, x_np, dy_np)
     assert_bitwise(y, y_eager)
     assert_close_to_definition(
         grad, grad_eager.numpy().astype(np.float64), dy_np, dtype, TOLERANCES
@@ -188,17 +181,16 @@ def test_scale_and_reverse_are_exact_products(dtype, data, factor):
     x_np, dy_np = data.draw(x_and_dy(dtype, finite=True), label="x, dy")
     f = compute(factor)
     with np.errstate(over="ignore"):
-        product = (dy_np.astype(compute) * f).astype(dy_np.dtype)
-    _, scaled = eager_forward_and_gradient(lambda t: gradlab.scale_gradient(t, factor), x_np, dy_np)
-    _, reversed_ = eager_forward_and_gradient(
+        in_compute = dy_np.astype(compute) * f
+        product = in_compute.astype(dy_np.dtype)
+    _, scaled = tape_gradient(lambda t: gradlab.scale_gradient(t, factor), x_np, dy_np)
+    _, reversed_ = tape_gradient(
         lambda t: gradlab.reverse_gradient(t, factor), x_np, dy_np
     )
     # Equal values (0.0 == -0.0): one correctly rounded multiplication in the dtype, as in NumPy.
     # TensorFlow's CPU kernels flush subnormal results to zero, the float32 product of a half
     # precision dy included: where that product is subnormal (a bfloat16 dy of 2**-126 times
     # 1 - 2**-8 rounds up to 2**-126 in NumPy, to 0 in TensorFlow), it is not compared.
-    with np.errstate(over="ignore"):
-        in_compute = dy_np.astype(compute) * f
     kept = normal(dy_np, product, f, in_compute)
     expected = product.astype(np.float64)[kept]
     np.testing.assert_array_equal(scaled.numpy().astype(np.float64)[kept], expected)
@@ -210,7 +202,7 @@ def test_scale_and_reverse_are_exact_products(dtype, data, factor):
 def test_clip_gradient_is_exactly_clip_by_value(dtype, data, bounds):
     low, high = bounds
     x_np, dy_np = data.draw(x_and_dy(dtype, finite=True, dy_bound=2e3), label="x, dy")
-    _, grad = eager_forward_and_gradient(lambda t: gradlab.clip_gradient(t, low, high), x_np, dy_np)
+    _, grad = tape_gradient(lambda t: gradlab.clip_gradient(t, low, high), x_np, dy_np)
     expected = np.clip(
         dy_np.astype(np.float64), float(rounded(low, dtype)), float(rounded(high, dtype))
     )
@@ -228,7 +220,7 @@ def test_clip_gradient_norm_bounds_the_norm_and_keeps_the_direction(dtype, data,
     # that float32 sums of squares stay finite.
     dy_bound = None if dtype == tf.float16 else 2.0**50
     x_np, dy_np = data.draw(x_and_dy(dtype, finite=True, dy_bound=dy_bound), label="x, dy")
-    _, grad = eager_forward_and_gradient(
+    _, grad = tape_gradient(
         lambda t: gradlab.clip_gradient_norm(t, max_norm), x_np, dy_np
     )
     g, dy = grad.numpy().astype(np.float64), dy_np.astype(np.float64)
@@ -263,7 +255,7 @@ def test_surrogate_step_is_a_step_with_a_triangular_gradient(dtype, data, width)
     x_np, dy_np = data.draw(
         x_and_dy(dtype, finite=True, x_bound=X_BOUND, dy_bound=DY_BOUND), label="x, dy"
     )
-    y, grad = eager_forward_and_gradient(lambda t: gradlab.surrogate_step(t, width), x_np, dy_np)
+    y, grad = tape_gradient(lambda t: gradlab.surrogate_step(t, width), x_np, dy_np)
     x64 = x_np.astype(np.float64)
     w = float(rounded(width, tf.float64 if dtype == tf.float64 else tf.float32))  # float32 for half (issue 30)
     kept = normal(x_np)  # TF flushes subnormals to 0: tf.greater(1e-310, 0.0) is False

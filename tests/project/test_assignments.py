@@ -129,6 +129,20 @@ def test_an_exercise_that_cannot_be_converted_says_what_to_change(tmp_path, exer
         edition.read_questions(_notebook(tmp_path, exercise, solution))
 
 
+def test_a_module_only_the_colab_cell_imports_is_refused(tmp_path):
+    """The edition drops the workbook's Colab cell: a notebook must import what it uses itself."""
+    path = _notebook(tmp_path, "from exercises.test import check_exercise_1, check_exercise_2\n\n"
+                               "x = os.getcwd()\ncheck_exercise_1(x)\n", "# Solution to exercise 1\nx_solution = 1\n"
+                               "check_exercise_1.confirm(x_solution)\n")
+    notebook = nbformat.read(path, as_version=4)
+    colab = nbformat.v4.new_code_cell("# @title Colab only: set up\nimport os\nimport sys")
+    colab.metadata["tags"] = ["colab"]
+    notebook.cells.insert(0, colab)
+    nbformat.write(notebook, path)
+    with pytest.raises(edition.ConventionError, match=re.escape("uses ['os'] but only its Colab cell imports them")):
+        edition.source_notebook(path)
+
+
 def test_the_grading_tool_is_pinned_and_installed_constrained_by_the_workbook_pins():
     pins = [line for line in edition.TOOL_REQUIREMENTS.read_text().splitlines() if line and not line.startswith("#")]
     assert pins == [f"otter-grader=={edition.otter_version()}"]

@@ -72,9 +72,8 @@ def _one_row_per_id(slices):
     return tf.IndexedSlices(tf.math.unsorted_segment_sum(slices.values, position, tf.size(ids)), ids, slices.dense_shape)
 
 
-def test_exercise_2_accepts_merged_rows(capsys):
-    assert check_exercise_2(_one_row_per_id).passed is True
-    out = capsys.readouterr().out
+def test_exercise_2_accepts_merged_rows(accepted):
+    out = accepted(check_exercise_2(_one_row_per_id))
     assert out.startswith("Correct!") and "ids [0, 1, 4]" in out
 
     def in_numpy(slices):                       # eagerly, no table-sized tensor: fine

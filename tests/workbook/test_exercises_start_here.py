@@ -63,11 +63,10 @@ def test_exercise_1_shows_what_x_receives_and_what_it_should(rule, received, ref
     assert received in out and "expected   [ 0.3  -0.6   1.   -1.    0.06]" in out
 
 
-def test_exercise_1_does_not_crash_on_a_raising_answer(capsys, refused):
+def test_exercise_1_does_not_crash_on_a_raising_answer(refused):
     assert "ZeroDivisionError" in refused(check_exercise_1(lambda x, factor, bound: 1 / 0))
     assert "TypeError" in refused(check_exercise_1(lambda x: x))  # wrong signature
-    assert check_exercise_1(custom_op(lambda dy, f, b: (dy, dy))).passed is False  # grad returns too much
-    assert capsys.readouterr().out.startswith("Not yet")
+    assert refused(check_exercise_1(custom_op(lambda dy, f, b: (dy, dy)))).startswith("Not yet")  # grad returns too much
 
 
 @pytest.mark.parametrize("answer", [2.0, 2, np.float32(2.0), tf.constant(2.0)])

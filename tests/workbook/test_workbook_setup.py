@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
-sys.path.insert(0, str(NOTEBOOKS))
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"  # on sys.path already (conftest.py)
 import workbook  # noqa: E402
 
 

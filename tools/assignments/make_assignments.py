@@ -382,24 +382,18 @@ def _clean(cell):
     return cell
 
 
-def _imported_by_colab_cell(path: Path, cells) -> tuple[list[str], int | None]:
-    """Modules only the workbook's Colab cell imports but other cells use, and the cell to import them in.
-
-    The edition drops that cell, so a notebook that relies on its ``import os`` would fail; the
-    imports move to the end of the setup cell after it (and a warning says which notebook to fix).
-    """
+def _require_own_imports(path: Path, cells) -> None:
+    """Refuses a notebook that uses a module only its Colab cell imports: the edition drops that cell."""
     colab = [i for i, c in enumerate(cells) if c.cell_type == "code" and "colab" in _tags(c)]
     if not colab:
-        return [], None
+        return
     imported = set(re.findall(r"^import (\w+)$", _source(cells[colab[0]]), re.M))     # it holds IPython magics
     rest = "\n".join(_source(c) for i, c in enumerate(cells) if c.cell_type == "code" and i != colab[0])
     missing = sorted(name for name in imported if re.search(rf"\b{name}\.", rest)
                      and not re.search(rf"^\s*import\s+(\w+\s*,\s*)*{name}\b", rest, re.M))
-    setup = next((i for i in range(colab[0] + 1, len(cells)) if cells[i].cell_type == "code"), None)
     if missing:
-        print(f"warning: {path.name} uses {missing} but only its Colab cell imports them; the edition imports them "
-              "in its setup cell (add the import to the notebook's own imports)", file=sys.stderr)
-    return missing, setup
+        raise ConventionError(f"{path.name} uses {missing} but only its Colab cell imports them: import them "
+                              "in the notebook's own imports")
 
 
 def source_notebook(path: Path) -> tuple[nbformat.NotebookNode, list[Question]]:
@@ -408,7 +402,7 @@ def source_notebook(path: Path) -> tuple[nbformat.NotebookNode, list[Question]]:
     cells = notebook.cells
     out = [_raw(_config(path.stem))]
     spans = {start: (end, before, question) for start, end, before, question in found}
-    missing, setup_index = _imported_by_colab_cell(path, cells)
+    _require_own_imports(path, cells)
     index = 0
     while index < len(cells):
         cell = cells[index]
@@ -435,9 +429,6 @@ def source_notebook(path: Path) -> tuple[nbformat.NotebookNode, list[Question]]:
             index += 1                      # the workbook's Colab cell: the Colab version has its own
             continue
         cell = _clean(cell)
-        if index == setup_index and missing:
-            cell.source = cell.source.rstrip("\n") + "\n" + "".join(
-                f"import {name}                   # the workbook's Colab cell imported it\n" for name in missing)
         if cell.cell_type == "markdown" and BADGE.search(cell.source):
             # The workbook's "Open in Colab" badge opens the workbook itself, solutions included.
             cell.source = BADGE.sub("", cell.source).replace("\n\n\n", "\n\n")
