@@ -126,12 +126,6 @@ def _new_relu(old, rule: str, alpha: float, holder):
     return ReLUGradientActivation(rule, alpha)
 
 
-def _set_rule(layer: ReLUGradient, rule: str, alpha: float) -> None:
-    """Gives a ReLUGradient (a sublayer, or an activation) ``rule``; its config follows."""
-    layer._relu = ReLUGradientActivation(rule, alpha)
-    layer.rule, layer.alpha = rule, layer._relu.alpha
-
-
 def _policy_of(layer):
     """The dtype policy a ReLUGradient in ``layer``'s place needs to compute as ``layer`` did.
 
@@ -189,7 +183,7 @@ def _swap_sublayers(original, layer, rule: str, alpha: float) -> None:
         if id(sub) in originals and (isinstance(sub, ReLUGradient) or any(_own_sites(sub))):
             raise _shares(original, sub)
         if isinstance(sub, ReLUGradient):
-            _set_rule(sub, rule, alpha)
+            sub._set_rule(rule, alpha)
             continue
         whole, sites = _own_sites(sub)
         if whole and not sites:                               # a keras.layers.ReLU(): a layer in its place

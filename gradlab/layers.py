@@ -304,6 +304,10 @@ class ReLUGradient(_GradientLayer):
 
     def __init__(self, rule: str = "guided", alpha: float = 0.01, **kwargs):
         super().__init__(**kwargs)
+        self._set_rule(rule, alpha)
+
+    def _set_rule(self, rule: str, alpha: float) -> None:
+        """Backpropagates ``rule`` from now on (with_relu_gradient retargets a copy); the config follows."""
         self._relu = ReLUGradientActivation(rule, alpha)
         self.rule, self.alpha = rule, self._relu.alpha
 
