@@ -378,21 +378,48 @@ def _python(source: str) -> str:
     return "\n".join(re.sub(r"^(\s*)[!%].*$", r"\1pass", line) for line in source.splitlines())
 
 
-def _bound_names(tree: ast.Module) -> set:
-    """The names a cell binds at its top level (defs, classes, assignments, imports, loop targets)."""
-    names = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
-        else:
-            for sub in ast.walk(node):
-                if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
-                    names.add(sub.id)
-                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-                    break
+def bound_names(node: ast.stmt) -> set[str]:
+    """Names a top-level statement binds in the notebook's namespace (not inside functions or comprehensions).
+
+    Shared with the instructor edition (tools/assignments/make_assignments.py).
+    """
+    names: set[str] = set()
+
+    def targets(target):
+        if isinstance(target, ast.Name):
+            names.add(target.id)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                targets(element)
+        elif isinstance(target, ast.Starred):
+            targets(target.value)
+
+    def visit(stmt):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(stmt.name)
+            return
+        if isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                targets(target)
+        elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
+            targets(stmt.target)
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                if item.optional_vars is not None:
+                    targets(item.optional_vars)
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in stmt.names)
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            for child in getattr(stmt, field, []):
+                visit(child)
+
+    visit(node)
     return names
+
+
+def _bound_names(tree: ast.Module) -> set:
+    """The names a cell binds at its top level."""
+    return set().union(*map(bound_names, tree.body))
 
 
 def _check_calls(tree: ast.Module) -> list[tuple[str, set, bool]]:

@@ -57,8 +57,8 @@ def test_every_exercise_becomes_a_question_with_a_prompt_a_solution_and_a_test(p
         assert question.starter.strip() and question.solution.strip()
         assert "_solution" not in question.solution and ".confirm(" not in question.solution
         assert question.solution.startswith("# Solution")
-        solved = set().union(*(edition._bound(node) for node, _ in edition._statements(question.solution)))
-        learner = set().union(*(edition._bound(node) for node, _ in edition._statements(question.starter)))
+        solved = set().union(*(edition.bound_names(node) for node, _ in edition._statements(question.solution)))
+        learner = set().union(*(edition.bound_names(node) for node, _ in edition._statements(question.starter)))
         assert learner <= solved, f"exercise {question.number}: the solution leaves {learner - solved} undefined"
         test = ast.parse(question.test())
         assert len(test.body) == 1 and isinstance(test.body[0], ast.FunctionDef)   # otter's exception-based format

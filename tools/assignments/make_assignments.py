@@ -47,6 +47,10 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT / "tools") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tools"))
+from nblint import bound_names  # noqa: E402  (the notebook linter's reading of what a cell defines)
+
 NOTEBOOKS = ROOT / "notebooks"
 OUT = ROOT / "build" / "assignments"
 TOOL_REQUIREMENTS = Path(__file__).with_name("requirements.txt")
@@ -143,42 +147,6 @@ def _statements(source: str) -> list[tuple[ast.stmt, str]]:
         starts[0] = 0                            # leading comments belong to the first statement
     ends = starts[1:] + [len(lines)]
     return [(node, "".join(lines[a:b])) for node, a, b in zip(tree.body, starts, ends)]
-
-
-def _bound(node: ast.stmt) -> set[str]:
-    """Names a top-level statement binds in the notebook's namespace (not inside functions)."""
-    names: set[str] = set()
-
-    def targets(target):
-        if isinstance(target, ast.Name):
-            names.add(target.id)
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            for element in target.elts:
-                targets(element)
-        elif isinstance(target, ast.Starred):
-            targets(target.value)
-
-    def visit(stmt):
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(stmt.name)
-            return
-        if isinstance(stmt, ast.Assign):
-            for target in stmt.targets:
-                targets(target)
-        elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
-            targets(stmt.target)
-        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
-            for item in stmt.items:
-                if item.optional_vars is not None:
-                    targets(item.optional_vars)
-        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            names.update((alias.asname or alias.name).split(".")[0] for alias in stmt.names)
-        for field in ("body", "orelse", "finalbody", "handlers"):
-            for child in getattr(stmt, field, []):
-                visit(child)
-
-    visit(node)
-    return names
 
 
 def _check_call(node: ast.stmt, attribute: str | None = None) -> int | None:
@@ -300,17 +268,17 @@ def _question(path: Path, starter_cell: str, solution_cell: str, module: str | N
         raise ConventionError(f"{path.name}, exercise {number}: {error}") from error
     if SOLUTION_SUFFIX in solution:
         raise ConventionError(f"{path.name}: exercise {number}'s solution still names '{SOLUTION_SUFFIX}' after renaming")
-    solved = set().union(*(_bound(node) for node, _ in _statements(solution)))
+    solved = set().union(*(bound_names(node) for node, _ in _statements(solution)))
 
     roles = []
     for node, _ in statements:
         if _check_call(node) is not None or (isinstance(node, ast.ImportFrom) and node in imports):
             roles.append("shared")
         else:
-            roles.append("change" if _bound(node) & solved else "shared")
+            roles.append("change" if bound_names(node) & solved else "shared")
     if "change" not in roles:
         raise ConventionError(f"{path.name}: exercise {number}'s solution defines none of the names its exercise cell "
-                              f"defines ({sorted(set().union(*(_bound(n) for n, _ in statements)))})")
+                              f"defines ({sorted(set().union(*(bound_names(n) for n, _ in statements)))})")
     first, last = roles.index("change"), len(roles) - 1 - roles[::-1].index("change")
     if "shared" in roles[first:last + 1]:
         given = [text.strip().splitlines()[0] for (node, text), role in zip(statements[first:last + 1], roles[first:last + 1])
