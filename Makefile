@@ -26,6 +26,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 help:
 	@echo "make lab    - install (once) and start JupyterLab on notebooks/ at 127.0.0.1"
 	@echo "make test   - install (once) and run the whole suite: ruff, gradlab's tests + nbval on every notebook"
+	@echo "make test-notebooks [CPU_CAP=avx2|baseline] - strict nbval alone, optionally as on a lesser x86-64 CPU"
 	@echo "make test-library - gradlab's unit tests from its wheel, on the oldest supported and the pinned TensorFlow"
 	@echo "make test-versions [VERSIONS='tf2.16 tf2.19-colab'] - every notebook (nbval-lax) on each stack in tools/versions/, incl. a Colab emulation"
 	@echo "make execute [NB=notebooks/NN_name.ipynb] - re-run notebooks in place (maintainers)"
@@ -78,8 +79,12 @@ test: install lint
 	PYTHONPATH=$(CURDIR)/tools $(PY) -m pytest $(XDIST) $(NBVAL) $(PYTEST_ARGS) tests notebooks
 
 # nbval alone (CI runs it after make test: every notebook passes twice in a row in one environment).
+# CPU_CAP=avx2 or CPU_CAP=baseline runs it as on a lesser x86-64 CPU: NumPy, OpenBLAS, oneDNN and XLA
+# dispatch no kernel above that level (tools/cpu_dispatch.py checks that the cap took effect).
+CPU_CAP ?=
+CAPPED := $(if $(CPU_CAP),$(PY) tools/cpu_dispatch.py $(CPU_CAP) --,)
 test-notebooks: install
-	PYTHONPATH=$(CURDIR)/tools $(PY) -m pytest $(XDIST) $(NBVAL) $(PYTEST_ARGS) notebooks
+	PYTHONPATH=$(CURDIR)/tools $(CAPPED) $(PY) -m pytest $(XDIST) $(NBVAL) $(PYTEST_ARGS) notebooks
 
 # gradlab as a library, from its built wheel, in a fresh environment with a given TensorFlow:
 # the oldest supported release and the workbook's pin (CI runs both).

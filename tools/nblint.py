@@ -259,6 +259,24 @@ def trained_compared(nb: Notebook):
             yield index, "is tagged trained but nbval compares its output: tag it nbval-ignore-output too"
 
 
+#: A printed negative zero: ``-0``, ``-0.`` or ``-0.0000`` as a whole number (not ``-0.0001``, not ``-0.5``).
+NEGATIVE_ZERO = re.compile(r"(?<![\w.])-0(?:\.0*)?(?![\d.])")
+
+
+@rule("signed-zero")
+def signed_zero(nb: Notebook):
+    """A compared output shows no negative zero, unless its cell is tagged `signed-zero` (shown on purpose)."""
+    for index, cell, output in outputs(nb):
+        tags = nb.tags(cell)
+        if output.get("output_type") == "error" or tags & {"nbval-ignore-output", "signed-zero"}:
+            continue
+        if match := NEGATIVE_ZERO.search(output_text(output)):
+            line = output_text(output)[:match.end()].splitlines()[-1].strip()
+            yield index, (f"prints a negative zero ({line[-40:]!r}): which of -0.0 and +0.0 a sort or a reduction "
+                          "keeps can depend on the CPU, and it puzzles a reader; print `value + 0.0` (which makes "
+                          "-0.0 +0.0), or tag the cell signed-zero if the sign is the point and exact by IEEE rules")
+
+
 @rule("ignore-output-reason")
 def ignore_output_reason(nb: Notebook):
     """Only widgets, timings and `trained` cells escape output comparison."""

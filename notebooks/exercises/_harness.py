@@ -18,9 +18,10 @@ import io
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
+import numpy as np
 import tensorflow as tf
 
-__all__ = ["NotYet", "Verdict", "self_check", "running", "first_line", "first_hint",
+__all__ = ["NotYet", "Verdict", "self_check", "running", "first_line", "first_hint", "shown",
            "custom_gradient_ops", "GradientRule", "gradient_rules"]
 
 
@@ -54,6 +55,20 @@ class Verdict:
 
     def _ipython_display_(self) -> None:  # the verdict is printed already
         return None
+
+
+def shown(values: Any, precision: int = 4, *, width: int = 75) -> str:
+    """An array as a verdict prints it: ``precision`` decimals at most, comma-separated, no negative zero.
+
+    ``-0.0`` prints as ``0.``: which of two equal zeros a computation keeps can depend on the CPU,
+    and a ``-0.`` in a message only puzzles.
+
+    Example:
+      >>> shown([0.5, -0.0, -1.23456])
+      '[ 0.5   ,  0.    , -1.2346]'
+    """
+    return np.array2string(np.asarray(values) + 0.0, precision=precision, floatmode="maxprec", separator=", ",
+                           max_line_width=width)
 
 
 def first_line(error: BaseException, *, last: bool = False, limit: int = 160) -> str:

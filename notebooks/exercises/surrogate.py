@@ -6,7 +6,7 @@ import tensorflow as tf
 
 import gradlab
 
-from exercises._harness import NotYet, gradient_rules, running, self_check
+from exercises._harness import NotYet, gradient_rules, running, self_check, shown
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
@@ -22,8 +22,7 @@ def triangle_reference(x, upstream):
 
 
 def _show(values, precision: int = 3) -> str:
-    return np.array2string(np.asarray(values), precision=precision, floatmode="maxprec", separator=", ",
-                           max_line_width=100)
+    return shown(values, precision, width=100)
 
 
 def _where(wrong: np.ndarray, limit: int = 4) -> np.ndarray:
@@ -114,13 +113,13 @@ def check_exercise_2(fixed_fn) -> str:
     if sent is None:
         raise NotYet("no gradient reaches x (tape.gradient returned None): keep the @tf.custom_gradient "
                      "and its grad.")
-    shown = (f"\nat x                    {_show(points)}\nwith dy                 {_show(dy)}\n"
+    table = (f"\nat x                    {_show(points)}\nwith dy                 {_show(dy)}\n"
              f"x receives              {_show(sent)};\ndy * max(0, 1 - |x|) is {_show(expected)}.")
     if not result.linear_in_upstream:
-        raise NotYet(f"the gradient still does not scale with the upstream gradient dy:{shown}\n"
+        raise NotYet(f"the gradient still does not scale with the upstream gradient dy:{table}\n"
                      "Hint: grad sends the same whatever dy is: what does it leave out? (notebook 01, section 1)")
     if not result.ok:
-        raise NotYet(f"the gradient scales with dy but is not dy * max(0, 1 - |x|):{shown}\n"
+        raise NotYet(f"the gradient scales with dy but is not dy * max(0, 1 - |x|):{table}\n"
                      "Hint: the source's triangle max(0, 1 - |x|) is the surrogate: grad sends dy times it.")
     _require_custom_gradient(fixed_fn, points)
     return f"check_gradient agrees (max error {result.max_error:.1e}) and the gradient is linear in dy."

@@ -93,6 +93,8 @@ def _checks(calls: list[dict]) -> set[tuple]:
             elif target == "test-versions":
                 legs = variables.get("VERSIONS", "").split() or LEGS
                 checks |= {(target, leg, call["cpus"], call["nudge"]) for leg in legs}
+            elif variables.get("CPU_CAP"):
+                checks.add((target, f"CPU_CAP={variables['CPU_CAP']}", call["cpus"], call["nudge"]))
             else:
                 checks.add((target, "", call["cpus"], call["nudge"]))
     return checks
@@ -107,8 +109,9 @@ def test_ci_builds_the_book_then_runs_make_test_and_the_stricter_checks(stubs):
     assert calls[1]["vars"] == [] and calls[1]["cpus"] == "all" and calls[1]["nudge"] == "0", \
         "make test runs exactly as the README says, nothing weaker"
     checks = _checks(calls)
-    assert ("test-notebooks", "", "0", "0") in checks, "strict nbval again, on one core"
-    assert ("test-notebooks", "", "all", "1") in checks, "strict nbval with every optimizer update nudged"
+    assert ("test-notebooks", "CPU_CAP=avx2", "0", "0") in checks, "strict nbval again, on one core, as on an AVX2 CPU"
+    assert ("test-notebooks", "CPU_CAP=baseline", "all", "1") in checks, \
+        "strict nbval with every optimizer update nudged, as on an SSE4.2 CPU"
     assert {("test-library-oldest", "", "all", "0"), ("test-library-pinned", "", "all", "0")} <= checks
     assert {("test-versions", leg, "all", "0") for leg in LEGS} <= checks, "every pinned stack"
     assert not any("apt-get" in line or "sudo" in line for line in lines), "chromium is there: nothing installed"
@@ -236,3 +239,13 @@ def test_make_execute_formats_what_it_executed(tmp_path):
     executed = next(i for i, call in enumerate(calls) if call.startswith("jupyter nbconvert") and "--execute" in call)
     assert calls[executed].endswith("notebooks/00_start_here.ipynb"), calls
     assert "python tools/nbfmt.py notebooks/00_start_here.ipynb" in calls[executed + 1:], calls
+
+
+@pytest.mark.parametrize("cap", ["avx2", "baseline"])
+def test_make_test_notebooks_under_a_cpu_cap_runs_nbval_through_the_cap(tmp_path, cap):
+    """``CPU_CAP`` puts tools/cpu_dispatch.py in front of the same pytest command; without it, nothing is capped."""
+    calls = _make("test-notebooks", *_stub_venv(tmp_path / cap), "XDIST=", f"CPU_CAP={cap}")
+    run = next(call.split() for call in calls if call.startswith("python tools/cpu_dispatch.py"))
+    assert run[2:4] == [cap, "--"] and run[5:8] == ["-m", "pytest", "--nbval"], run
+    plain = _make("test-notebooks", *_stub_venv(tmp_path / "plain"), "XDIST=")
+    assert not any("cpu_dispatch" in call for call in plain), plain

@@ -145,6 +145,7 @@ CASES = {
     "file-size": (lambda nb: add_output(nb, 5, stream("x" * 3_100_000)), None, "3.1 MB (at most 3 MB)"),
     "nbval-skip": (lambda nb: tag(nb, 5, "nbval-skip"), 6, "skipped by nbval"),
     "trained-compared": (lambda nb: tag(nb, 5, "trained"), 6, "tagged trained but nbval compares its output"),
+    "signed-zero": (lambda nb: add_output(nb, 5, stream("levels [-2. -0.  2.]\n")), 6, "prints a negative zero"),
     "ignore-output-reason": (lambda nb: tag(nb, 5, "nbval-ignore-output"), 6, "neither a widget, a timing nor a trained cell"),
     "skeleton-parts": (lambda nb: set_source(nb, 12, "## Wrap-up"), None, "no 'Summary' part"),
     "colab-cell": (lambda nb: set_source(nb, 2, source(nb, 2).replace("-q {repo}", "{repo}")), 3, "not the Colab set-up cell"),
@@ -204,6 +205,22 @@ def test_each_rule_catches_its_planted_violation(name, good, monkeypatch):
     text = str(finding)
     where = f"{path.name}: cell {cell}: " if cell else ("notebooks" if name == "workbook-words" else path.name)
     assert where in text and text.endswith(f"[{name}]"), text
+
+
+@pytest.mark.parametrize("text, found", [
+    ("[-0. 1.]", True), ("[-0.0000, -0.0000]", True), ("x = -0\n", True), ("-0.0e+00", True),
+    ("[-0.0001 0.]", False), ("-0.5", False), ("-10.", False), ("1e-0", False), ("x-0.0", False)])
+def test_a_negative_zero_is_told_from_a_small_negative_number(text, found):
+    assert bool(nblint.NEGATIVE_ZERO.search(text)) is found
+
+
+@pytest.mark.parametrize("tags", [("signed-zero",), ("nbval-ignore-output", "trained")])
+def test_a_negative_zero_shown_on_purpose_or_not_compared_passes(good, tags):
+    data = json.loads(good.read_text())
+    add_output(data, 5, stream("forward [ 0.5 -0. ]\n"))
+    tag(data, 5, *tags)
+    path = write_workbook(good.parents[1], good.name, data)
+    assert not [f for f in nblint.lint([path]) if f.rule == "signed-zero"]
 
 
 def test_the_module_and_test_checks_need_the_files(good):

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import exercises._harness as report
-from exercises._harness import NotYet, custom_gradient_ops, first_hint, first_line, running, self_check
+from exercises._harness import NotYet, custom_gradient_ops, first_hint, first_line, running, self_check, shown
 
 
 def test_first_line_names_the_type_and_the_first_or_last_line():
@@ -27,6 +27,12 @@ def test_first_hint_takes_the_first_mistake_shown_in_the_order_given():
     assert first_hint((False, "a"), (True, "b"), (True, "c"), otherwise="d") == "b"
     assert first_hint((0, "a"), (None, "b"), otherwise="d") == "d"       # any falsy value: not shown
     assert first_hint(otherwise="d") == "d"
+
+
+def test_shown_prints_no_negative_zero_and_keeps_nan_and_the_precision():
+    assert shown([-0.0, 1.0]) == shown([0.0, 1.0]) == "[0., 1.]"
+    assert shown([float("nan"), -0.25, 1 / 3], 3) == "[   nan, -0.25 ,  0.333]"
+    assert "\n" in shown(list(range(40)), width=40) and "\n" not in shown(list(range(20)), width=100)
 
 
 def test_docstring_example_runs():
