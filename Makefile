@@ -112,7 +112,7 @@ NB ?= $(sort $(wildcard notebooks/*.ipynb))
 execute: install
 	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.record_timing=False $(NB)
 	@# Store them the workbook's way (tools/nbfmt.py): no widget state, solutions and the Colab cell in
-	@# Colab's form view and collapsed in JupyterLab, and exactly what JupyterLab writes when it saves.
+	@# Colab's form view, their code collapsed in JupyterLab, and exactly what JupyterLab writes when it saves.
 	$(PY) tools/nbfmt.py $(NB)
 
 # Benchmarks are never part of the test suite. BENCH_ARGS='--quick' gives a shorter run.

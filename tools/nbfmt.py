@@ -16,17 +16,22 @@ or what its outputs say. What it stores:
 * Colab's form view on the solutions and the Colab set-up cell: cell metadata ``"cellView": "form"``
   and a first line ``# @title ...`` (Colab then shows the title and hides the code), and
   ``jupyter.source_hidden`` (JupyterLab shows the collapsed cell's first line). A solution (a code
-  cell tagged ``solution``) also gets ``jupyter.outputs_hidden`` and the title
-  ``# @title Solution to exercise N`` (N counts the solutions from 1); a first comment such as
-  ``# Solution: scale dy first`` becomes the title, its hint kept as a second line
-  (``# scale dy first``). The Colab cell (tag ``colab``) keeps its own wording:
-  ``# @title Colab only: ...``;
-* what JupyterLab writes when it opens a notebook and saves it untouched, so that opening and saving
-  is a byte-identical no-op and a learner's clone stays clean in ``git status``. Measured with the
-  pinned JupyterLab 4.6 (``tests/project/test_browser.py`` re-checks it on every notebook):
+  cell tagged ``solution``) gets the title ``# @title Solution to exercise N`` (N counts the
+  solutions from 1); a first comment such as ``# Solution: scale dy first`` becomes the title, its
+  hint kept as a second line (``# scale dy first``). The Colab cell (tag ``colab``) keeps its own
+  wording: ``# @title Colab only: ...``. Only the code is hidden: a solution's output says no more
+  than "This solution passes check_exercise_N." (``tools/nblint.py``'s rule ``solution-executed``);
+* what JupyterLab writes when it opens a notebook and saves it untouched, and when it runs every
+  cell (Restart and Run All) and saves it, so that both leave the file byte for byte as it was and a
+  learner's clone stays clean in ``git status``. Measured with the pinned JupyterLab 4.6
+  (``tests/project/test_browser.py`` opens and saves every notebook, and runs all of 01 and 08):
   - the kernelspec as the running kernel's spec states it: ``name``, ``display_name``,
     ``language`` and nothing else; ipykernel's ``python3`` is displayed "Python 3 (ipykernel)";
-  - ``collapsed`` mirrors ``jupyter.outputs_hidden`` on every cell (either one sets the other);
+  - no hidden outputs on a code cell: running a cell shows its output, and JupyterLab then deletes
+    ``collapsed`` and ``jupyter.outputs_hidden`` (``jupyter.source_hidden`` stays), so neither is
+    stored as ``true``;
+  - ``collapsed`` mirrors ``jupyter.outputs_hidden`` on every cell (either one sets the other; on
+    a code cell, what remains of them is ``false``);
   - a code cell's ``scrolled`` is dropped unless it is ``true`` (``false`` and ``"auto"`` go);
   - nbformat's serialisation, as Jupyter Server writes files (one-space indent, sorted keys, UTF-8
     unescaped, a final newline, multi-line strings split into lines without a trailing ``""``).
@@ -83,6 +88,19 @@ def store_kernelspec(nb) -> list[str]:
     return ["kernelspec"]
 
 
+def show_outputs(cell) -> list[str]:
+    """No hidden outputs on a code cell: running it (Run All) shows them, deleting both keys."""
+    meta = cell.metadata
+    jupyter = meta.get("jupyter", {})
+    if cell.cell_type != "code" or not (meta.get("collapsed") is True or jupyter.get("outputs_hidden") is True):
+        return []
+    meta.pop("collapsed", None)
+    jupyter.pop("outputs_hidden", None)
+    if "jupyter" in meta and not jupyter:
+        del meta["jupyter"]
+    return ["outputs shown"]
+
+
 def mirror_collapsed(cell) -> list[str]:
     """``collapsed`` and ``jupyter.outputs_hidden`` agree, as JupyterLab's cell model keeps them."""
     meta, jupyter = cell.metadata, cell.metadata.get("jupyter", {})
@@ -110,17 +128,16 @@ def drop_unscrolled(cell) -> list[str]:
     return ["scrolled"]
 
 
-def form_view(cell, outputs_hidden: bool) -> list[str]:
-    """Colab's form view (``cellView: form``) and JupyterLab's collapsed input (and output, for a solution)."""
+def form_view(cell) -> list[str]:
+    """Colab's form view (``cellView: form``) and JupyterLab's collapsed input (``jupyter.source_hidden``)."""
     changes = []
     if cell.metadata.get("cellView") != "form":
         cell.metadata.update(FORM)
         changes.append("cellView")
     jupyter = cell.metadata.setdefault("jupyter", {})
-    for key in ("source_hidden", "outputs_hidden") if outputs_hidden else ("source_hidden",):
-        if jupyter.get(key) is not True:
-            jupyter[key] = True
-            changes.append(key)
+    if jupyter.get("source_hidden") is not True:
+        jupyter["source_hidden"] = True
+        changes.append("source_hidden")
     return changes
 
 
@@ -140,7 +157,7 @@ def title_solution(cell, number: int) -> list[str]:
         body = f"# {hint}\n{rest}" if hint else rest
     else:
         body = cell.source  # no title yet: it goes above whatever the cell starts with
-    return retitle(cell, f"{TITLE}Solution to exercise {number}", body) + form_view(cell, outputs_hidden=True)
+    return retitle(cell, f"{TITLE}Solution to exercise {number}", body) + form_view(cell)
 
 
 def title_colab(cell) -> list[str]:
@@ -151,7 +168,7 @@ def title_colab(cell) -> list[str]:
         title, body = TITLE + match["text"].strip(), rest
     else:
         title, body = TITLE + "Colab only", cell.source
-    return retitle(cell, title, body) + form_view(cell, outputs_hidden=False)
+    return retitle(cell, title, body) + form_view(cell)
 
 
 def format_notebook(nb) -> list[str]:
@@ -165,7 +182,7 @@ def format_notebook(nb) -> list[str]:
             cell_changes += title_solution(cell, number)
         elif cell.cell_type == "code" and "colab" in tags(cell):
             cell_changes += title_colab(cell)
-        cell_changes += mirror_collapsed(cell) + drop_unscrolled(cell) + merge_streams(cell)
+        cell_changes += show_outputs(cell) + mirror_collapsed(cell) + drop_unscrolled(cell) + merge_streams(cell)
         if cell_changes:
             changes.append(f"cell {index}: {', '.join(cell_changes)}")
     return changes

@@ -331,25 +331,25 @@ def form_view(nb: Notebook):
     for index, cell in nb.code():
         if "colab" not in nb.tags(cell):
             continue
-        missing = _form_missing(cell, lambda first: first.startswith(nbfmt.TITLE + "Colab only"), outputs_hidden=False)
+        missing = _form_missing(cell, lambda first: first.startswith(nbfmt.TITLE + "Colab only"))
         if missing:
             yield index, f"the Colab cell is not in form view (missing: {', '.join(missing)}): {fix}"
     for number, (index, cell) in enumerate(nb.solutions(), 1):
         title = f"{nbfmt.TITLE}Solution to exercise {number}"
-        missing = _form_missing(cell, lambda first: first == title, outputs_hidden=True)
+        missing = _form_missing(cell, lambda first: first == title)
         if missing:
-            yield index, (f"solution {number} is not stored collapsed under {title!r} "
+            yield index, (f"solution {number} is not stored in form view under {title!r} "
                           f"(missing: {', '.join(missing)}): {fix}")
 
 
-def _form_missing(cell: dict, title_ok: Callable[[str], bool], outputs_hidden: bool) -> list[str]:
+def _form_missing(cell: dict, title_ok: Callable[[str], bool]) -> list[str]:
+    """What a cell lacks of form view. Its output stays visible (JupyterLab shows it again when the cell
+    runs; a solution prints only that it passes its check, the rule `solution-executed`)."""
     meta = cell.get("metadata", {})
     jupyter = meta.get("jupyter", {})
     missing = [] if meta.get("cellView") == "form" else ["cellView form"]
     missing += [] if title_ok(Notebook.source(cell).partition("\n")[0]) else ["the '# @title' first line"]
     missing += [] if jupyter.get("source_hidden") is True else ["jupyter.source_hidden"]
-    if outputs_hidden:
-        missing += [] if jupyter.get("outputs_hidden") is True else ["jupyter.outputs_hidden"]
     return missing
 
 
@@ -373,8 +373,9 @@ def solution_announced(nb: Notebook):
 def solution_executed(nb: Notebook):
     """A solution is stored executed, and its output states no answer: only "This solution passes check_...".
 
-    JupyterLab shows a solution's output once Run All has run it, and Colab always shows outputs, so
-    anything else it printed (the check's verdict, values, plots) would give the answer away.
+    A solution hides only its code: JupyterLab shows its output (running a cell shows it again, so
+    none is stored hidden, tools/nbfmt.py), and so does Colab, so anything else it printed (the
+    check's verdict, values, plots) would give the answer away.
     """
     for index, cell in nb.solutions():
         outputs = cell.get("outputs", [])
@@ -675,8 +676,8 @@ def stats(paths: Iterable[Path]) -> str:
 
 
 def _hidden(cell: dict) -> bool:
-    jupyter = cell.get("metadata", {}).get("jupyter", {})
-    return bool(jupyter.get("source_hidden") and jupyter.get("outputs_hidden"))
+    """Whether a solution's code is hidden (its output, which states no answer, shows)."""
+    return bool(cell.get("metadata", {}).get("jupyter", {}).get("source_hidden"))
 
 
 def rule_list() -> str:

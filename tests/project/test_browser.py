@@ -1,5 +1,6 @@
 """A real browser moves an explorer's slider in JupyterLab and sees the plot redrawn in place, finds a
-solution collapsed, and opens and saves every notebook without changing a byte of a learner's clone.
+solution's code hidden, opens and saves every notebook without changing a byte of a learner's clone,
+and runs all of two notebooks (Restart and Run All) and saves them, the clone still clean.
 
 Runs Debian's chromium (``apt-get install chromium``; the binary is ``/usr/bin/chromium``) through
 pip's playwright against a JupyterLab started here on 127.0.0.1 with a token. Under CI (the ``CI``
@@ -83,14 +84,17 @@ def free_port() -> int:
 
 
 class JupyterLab:
-    """A JupyterLab server on 127.0.0.1 with a random token, serving ``root``; stop() ends it."""
+    """A JupyterLab server on 127.0.0.1 with a random token, serving ``root``; stop() ends it.
 
-    def __init__(self, root: Path, workdir: Path):
+    Its kernels run this Python (the venv's: ``import gradlab`` and, from ``notebooks/``, ``import
+    workbook`` work) with the environment of this process, less the variables named in ``unset``."""
+
+    def __init__(self, root: Path, workdir: Path, unset: tuple[str, ...] = ()):
         self.root, self.port, self.token = root, free_port(), secrets.token_hex(16)
         self.base = f"http://127.0.0.1:{self.port}"
         workdir.mkdir(parents=True, exist_ok=True)
         env = {
-            **os.environ,
+            **{name: value for name, value in os.environ.items() if name not in unset},
             "TF_CPP_MIN_LOG_LEVEL": "2",
             "TF_ENABLE_ONEDNN_OPTS": "0",
             "JUPYTER_CONFIG_DIR": str(workdir / "config"),  # no user or machine settings
@@ -325,10 +329,11 @@ def first_solution(path: Path) -> tuple[int, str]:
 
 
 @pytest.mark.browser
-def test_a_solution_stays_hidden_until_the_learner_expands_it(request):
-    """Opened in JupyterLab, an exercise's solution shows neither its code nor its output; one click
-    on each placeholder reveals them. The stored output says only that the solution passes its check, which
-    strict nbval re-computes, so the hidden cell is still run by CI."""
+def test_a_solutions_code_stays_hidden_until_the_learner_expands_it(request):
+    """Opened in JupyterLab, an exercise's solution shows its title, not its code; one click on the
+    placeholder reveals the code. Its output shows, as it does once Run All has run the cell (running
+    a cell shows its output, so tools/nbfmt.py stores none hidden): it says only that the solution
+    passes its check, which strict nbval re-computes, so the hidden cell is still run by CI."""
     require_browser()
     from playwright.sync_api import sync_playwright
 
@@ -349,7 +354,11 @@ def test_a_solution_stays_hidden_until_the_learner_expands_it(request):
             input_placeholder.wait_for(state="visible", timeout=30_000)
             assert input_placeholder.inner_text().strip().startswith("# @title Solution to exercise 1")
             assert not cell.locator(".jp-InputArea-editor").is_visible()
-            assert not cell.locator(".jp-OutputArea").is_visible()
+            output = cell.locator(".jp-OutputArea")
+            output.wait_for(state="visible", timeout=30_000)
+            assert output.inner_text().strip() == "This solution passes check_exercise_1.", (
+                "the stored solution output must say only that the solution passes")
+            assert cell.locator(".jp-OutputPlaceholder").count() == 0, "the output is stored hidden"
             assert answer not in cell.inner_text(), "the answer is on screen"
             assert not page.get_by_text(answer, exact=False).first.is_visible(), "the answer is on screen"
 
@@ -357,14 +366,6 @@ def test_a_solution_stays_hidden_until_the_learner_expands_it(request):
             editor = cell.locator(".jp-InputArea-editor")
             editor.wait_for(state="visible", timeout=30_000)
             assert answer in editor.inner_text()
-            output_placeholder = cell.locator(".jp-OutputPlaceholder")
-            output_placeholder.wait_for(state="visible", timeout=30_000)
-            assert not cell.locator(".jp-OutputArea").is_visible()
-            output_placeholder.click()  # and, one more click, what it printed: that it passes its check
-            output = cell.locator(".jp-OutputArea")
-            output.wait_for(state="visible", timeout=30_000)
-            assert output.inner_text().strip() == "This solution passes check_exercise_1.", (
-                "the stored solution output must say only that the solution passes")
         finally:
             browser.close()
 
@@ -392,6 +393,13 @@ def open_save_close(page, lab: JupyterLab, notebook: str, timeout_ms: int = 90_0
     # The kernel's spec and language_info reach the notebook's metadata just after the kernel is idle.
     page.wait_for_timeout(1000)
     dirty = page.locator(DIRTY_TAB).count() > 0
+    save_and_close(page, lab, notebook, saved, timeout_ms)
+    return dirty
+
+
+def save_and_close(page, lab: JupyterLab, notebook: str, saved: str, timeout_ms: int = 90_000) -> None:
+    """Saves the open notebook with Ctrl+S and waits until the server has written it (its
+    ``last_modified`` was ``saved``), then closes its tab and shuts its kernel down."""
     page.locator(".jp-NotebookPanel .jp-Cell .jp-InputPrompt").first.click()
     page.keyboard.press("Escape")
     page.keyboard.press("Control+s")
@@ -404,7 +412,6 @@ def open_save_close(page, lab: JupyterLab, notebook: str, timeout_ms: int = 90_0
     page.wait_for_selector(".jp-NotebookPanel", state="detached", timeout=timeout_ms)
     for session in lab.api("/api/sessions") or []:
         lab.api(f"/api/sessions/{session['id']}", method="DELETE")
-    return dirty
 
 
 def store_as_this_machine_would(path: Path) -> None:
@@ -433,8 +440,8 @@ def test_opening_and_saving_every_notebook_leaves_a_learners_clone_clean(request
     """A learner opens each notebook in JupyterLab and saves it without editing: every file stays
     byte for byte what tools/nbfmt.py stored, and JupyterLab marks none modified (its autosave would
     write it). Only files that .gitignore ignores (.ipynb_checkpoints/) appear. A control notebook
-    stored without nbfmt's JupyterLab conventions (kernel display name, `collapsed`) must change, and
-    into exactly what nbfmt writes: the check sees a real save, and nbfmt stores what JupyterLab does."""
+    stored without nbfmt's JupyterLab conventions (kernel display name, `scrolled: false`) must change,
+    and into exactly what nbfmt writes: the check sees a real save, and nbfmt stores what JupyterLab does."""
     require_browser()
     from playwright.sync_api import sync_playwright
 
@@ -448,7 +455,8 @@ def test_opening_and_saving_every_notebook_leaves_a_learners_clone_clean(request
     data = json.loads((clone / notebooks[0]).read_text(encoding="utf-8"))
     data["metadata"]["kernelspec"]["display_name"] = "Python 3"
     for cell in data["cells"]:
-        cell["metadata"].pop("collapsed", None)
+        if cell["cell_type"] == "code":
+            cell["metadata"]["scrolled"] = False
     control.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
     expected_control = (clone / notebooks[0]).read_bytes()
     before = {p.relative_to(clone): p.read_bytes() for p in clone.rglob("*") if p.is_file()}
@@ -495,3 +503,129 @@ def test_a_learner_on_another_python_version_also_keeps_a_clean_clone(request):
             browser.close()
     assert copy.read_bytes() == before, "saving the notebook changed it"
 
+
+
+# --- ... and stays clean after Restart and Run All (issue 38) -----------------------------------------
+
+#: Notebooks a learner restarts and runs in full, then saves: 01 (stream outputs) and 08 (stream
+#: outputs and a matplotlib PNG), each a few seconds to run. No widget in either (a widget's output
+#: names a model id that differs on every run, and is stored as its PNG fallback instead).
+RUN_ALL_NOTEBOOKS = ("01_custom_gradient.ipynb", "08_higher_order_forward_mode.ipynb")
+#: Variables that change what a notebook computes (tests/workbook: the nudge; the Colab branch):
+#: the learner's server runs without them.
+WORKBOOK_SWITCHES = ("GRADLAB_NUDGE", "GRADLAB_COLAB")
+
+#: Every code cell shows an execution count ("[*]" while queued or running; the prompt of a
+#: source-hidden cell's placeholder, `.jp-InputPrompt` too, never does, so it is left out).
+PROMPTS = "[...document.querySelectorAll('.jp-NotebookPanel .jp-CodeCell .jp-InputArea-prompt')].map(p => p.textContent)"
+EXECUTION_INDICATOR = ".jp-NotebookPanel .jp-Notebook-ExecutionIndicator"
+
+
+def learners_clone(destination: Path) -> Path:
+    """A git repository holding this checkout's files as a learner's clone has them (tracked and
+    untracked files, not ignored ones: what is being changed is what gets tested), committed once."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, listed.split(b"\0")):
+        source = ROOT / os.fsdecode(name)
+        if source.is_file():  # a tracked file deleted in the checkout is not copied
+            (destination / os.fsdecode(name)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, destination / os.fsdecode(name))
+    git = ["git", "-c", "user.name=gradlab", "-c", "user.email=dev@gradlab.invalid", "-c", "commit.gpgsign=false"]
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "a learner's clone"]):
+        subprocess.run([*git, *command], cwd=destination, check=True, capture_output=True)
+    return destination
+
+
+@pytest.fixture(scope="module")
+def clone_lab(tmp_path_factory):
+    """A learner's clone of the repository and `make lab` on it: JupyterLab serving its notebooks/."""
+    clone = learners_clone(tmp_path_factory.mktemp("learners-clone"))
+    server = JupyterLab(clone / "notebooks", tmp_path_factory.mktemp("clone-lab-state"), unset=WORKBOOK_SWITCHES)
+    yield server, clone
+    server.stop()
+
+
+def restart_and_run_all(page, lab: JupyterLab, notebook: str, timeout_ms: int = 300_000) -> None:
+    """Opens the notebook, then Kernel > Restart Kernel and Run All Cells (confirmed), and waits until
+    every code cell has run and the notebook is idle."""
+    page.goto(lab.url(notebook) + "&reset")  # a fresh workspace: only this notebook opens
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
+    page.wait_for_function(KERNEL_READY, timeout=90_000)
+    page.locator(".jp-NotebookPanel .jp-Cell .jp-InputPrompt").first.click()  # make it the current notebook
+    page.keyboard.press("Escape")
+    run_command(page, "Kernel", "runmenu:restart-and-run-all")
+    page.locator(".jp-Dialog .jp-mod-accept").click()  # "Confirm Kernel Restart"
+    # The stored counts are 1..n, as the run's will be: first see the run start ("[*]"), then end.
+    page.wait_for_function(f"() => {PROMPTS}.some(p => p.includes('*'))", timeout=90_000)
+    page.wait_for_function(f"() => {{ const p = {PROMPTS}; return p.length > 0 && p.every(t => /\\[\\d+\\]/.test(t)); }}",
+                           timeout=timeout_ms)
+    page.wait_for_selector(f"{EXECUTION_INDICATOR}[data-status='idle']", timeout=timeout_ms)
+
+
+def changed_fields(before: dict, after: dict) -> list[str]:
+    """What differs between two notebooks' JSON, field by field: notebook metadata, then each cell's
+    metadata, source, execution count and outputs (an output's text shortened)."""
+    def short(value) -> str:
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+        return text if len(text) <= 300 else text[:300] + f"... ({len(text)} characters)"
+
+    lines = [f"metadata.{key}: {short(before['metadata'].get(key))} -> {short(after['metadata'].get(key))}"
+             for key in sorted(set(before["metadata"]) | set(after["metadata"]))
+             if before["metadata"].get(key) != after["metadata"].get(key)]
+    if len(before["cells"]) != len(after["cells"]):
+        return lines + [f"{len(before['cells'])} cells -> {len(after['cells'])}"]
+    for index, (old, new) in enumerate(zip(before["cells"], after["cells"]), 1):
+        for field in ("metadata", "source", "execution_count", "outputs", "id"):
+            if old.get(field) != new.get(field):
+                if field == "outputs" and len(old[field]) == len(new[field]):
+                    lines += [f"cell {index} outputs[{k}]: {short(a)} -> {short(b)}"
+                              for k, (a, b) in enumerate(zip(old[field], new[field])) if a != b]
+                else:
+                    lines.append(f"cell {index} {field}: {short(old.get(field))} -> {short(new.get(field))}")
+    return lines
+
+
+def git_status(repository: Path) -> str:
+    return subprocess.run(["git", "status", "--porcelain"], cwd=repository, capture_output=True, text=True,
+                          check=True).stdout
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("notebook", RUN_ALL_NOTEBOOKS)
+def test_restart_run_all_and_save_leaves_a_learners_clone_clean(request, notebook):
+    """A learner runs a notebook from the top (Kernel > Restart Kernel and Run All Cells) without
+    editing it and saves it (Ctrl+S, or the autosave two minutes later): `git status` in their clone
+    stays empty. The stored notebook is one clean run whose outputs a browser run reproduces byte for
+    byte, and it stores what JupyterLab writes after running a cell: no hidden outputs (running a
+    cell shows its output, dropping `collapsed` and `jupyter.outputs_hidden`), while a solution's
+    and the Colab cell's code stays hidden (`jupyter.source_hidden`, form view)."""
+    require_browser()
+    from playwright.sync_api import sync_playwright
+
+    server, clone = request.getfixturevalue("clone_lab")
+    path = Path(server.root) / notebook
+    before = json.loads(path.read_text(encoding="utf-8"))
+    saved = server.api(f"/api/contents/{notebook}?content=0")["last_modified"]
+    assert git_status(clone) == "", "the clone is not clean to begin with"
+    try:
+        with sync_playwright() as playwright:
+            browser = launch_chromium(playwright)
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                errors = []
+                page.on("pageerror", lambda error: errors.append(str(error)))
+                restart_and_run_all(page, server, notebook)
+                save_and_close(page, server, notebook, saved)
+            finally:
+                browser.close()
+        status = git_status(clone)
+        after = json.loads(path.read_text(encoding="utf-8"))
+    finally:  # the next notebook starts from a clean clone
+        subprocess.run(["git", "checkout", "-q", "--", "."], cwd=clone, check=True)
+    changes = changed_fields(before, after)
+    assert status == "", (f"Restart and Run All, then save, changed the learner's clone:\n{status}"
+                          + "\n".join(changes or ["(no field differs: the serialisation does; run python tools/nbfmt.py)"]))
+    assert [cell.get("execution_count") for cell in after["cells"] if cell["cell_type"] == "code"] == \
+        list(range(1, 1 + sum(cell["cell_type"] == "code" for cell in after["cells"]))), "not one clean run"
+    assert errors == []

@@ -40,6 +40,8 @@ def test_solutions_get_colabs_form_view_a_numbered_title_and_keep_their_hint():
         ("# Solution to exercise 2\nz = 3", {"tags": ["solution"], "jupyter": {"source_hidden": True}}),
         ("w = 4", {"tags": ["solution"]}),
         ("# @title Solution to exercise 9: old title\n# more hint\nv = 5", {"tags": ["solution"]}),
+        ("# Solution\nu = 6", {"tags": ["solution"], "collapsed": True,    # as nbfmt stored them until issue 38
+                               "jupyter": {"source_hidden": True, "outputs_hidden": True}}),
     ))
     sources = [cell.source for cell in nb.cells]
     assert sources == [
@@ -48,11 +50,11 @@ def test_solutions_get_colabs_form_view_a_numbered_title_and_keep_their_hint():
         "# @title Solution to exercise 2\nz = 3",
         "# @title Solution to exercise 3\nw = 4",
         "# @title Solution to exercise 4\n# old title\n# more hint\nv = 5",
+        "# @title Solution to exercise 5\nu = 6",
     ]
     assert nb.cells[0].metadata == {}
-    for cell in nb.cells[1:]:
-        assert cell.metadata == {"cellView": "form", "collapsed": True, "tags": ["solution"],
-                                 "jupyter": {"source_hidden": True, "outputs_hidden": True}}
+    for cell in nb.cells[1:]:  # the code hidden, the output not (running the cell in JupyterLab shows it)
+        assert cell.metadata == {"cellView": "form", "tags": ["solution"], "jupyter": {"source_hidden": True}}
 
 
 def test_the_colab_cell_gets_form_view_and_keeps_its_wording():
@@ -65,9 +67,11 @@ def test_the_colab_cell_gets_form_view_and_keeps_its_wording():
 
 
 def test_what_jupyterlab_writes_on_save():
-    """Measured with the pinned JupyterLab: the running kernel's kernelspec (name, display_name,
-    language), `collapsed` mirrored from jupyter.outputs_hidden (and back), `scrolled` kept only when
-    true, and nbformat's serialisation (no trailing "" line in a source)."""
+    """Measured with the pinned JupyterLab, on opening and saving and after Run All: the running
+    kernel's kernelspec (name, display_name, language), no hidden outputs (running a cell deletes
+    `collapsed` and jupyter.outputs_hidden, source_hidden stays), `collapsed` mirrored from
+    jupyter.outputs_hidden (and back), `scrolled` kept only when true, and nbformat's serialisation
+    (no trailing "" line in a source)."""
     nb = notebook(
         ("a = 1", {"jupyter": {"outputs_hidden": True}}),
         ("b = 2", {"collapsed": False}),
@@ -75,6 +79,8 @@ def test_what_jupyterlab_writes_on_save():
         ("d = 4", {"scrolled": "auto"}),
         ("e = 5", {"scrolled": True}),
         ("f = 6", {"editable": True, "jupyter": {"source_hidden": False}}),
+        ("g = 7", {"collapsed": True, "jupyter": {"source_hidden": True, "outputs_hidden": True}}),
+        ("h = 8", {"jupyter": {"outputs_hidden": False}}),
         widgets={"application/vnd.jupyter.widget-state+json": {"state": {}}},
     )
     nb.metadata.kernelspec["env"] = {}
@@ -84,13 +90,15 @@ def test_what_jupyterlab_writes_on_save():
     assert data["metadata"] == {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
                                                "name": "python3"}}
     metadata = [cell["metadata"] for cell in data["cells"]]
-    assert metadata == [{"collapsed": True, "jupyter": {"outputs_hidden": True}},
+    assert metadata == [{},
                         {"collapsed": False, "jupyter": {"outputs_hidden": False}},
                         {}, {}, {"scrolled": True},
-                        {"editable": True, "jupyter": {"source_hidden": False}}]
+                        {"editable": True, "jupyter": {"source_hidden": False}},
+                        {"jupyter": {"source_hidden": True}},
+                        {"collapsed": False, "jupyter": {"outputs_hidden": False}}]
     assert data["cells"][0]["source"] == ["a = 1\n"]
-    assert changes == ["serialisation", "widget state", "kernelspec", "cell 1: collapsed", "cell 2: outputs_hidden",
-                       "cell 3: scrolled", "cell 4: scrolled"]
+    assert changes == ["serialisation", "widget state", "kernelspec", "cell 1: outputs shown", "cell 2: outputs_hidden",
+                       "cell 3: scrolled", "cell 4: scrolled", "cell 7: outputs shown", "cell 8: collapsed"]
     assert result.endswith("}\n") and '\n "metadata": {\n  "kernelspec"' in result, "one-space indent, sorted keys"
 
 
@@ -125,8 +133,8 @@ def test_check_names_the_file_changes_nothing_and_exits_1(tmp_path):
     tool = [sys.executable, str(ROOT / "tools" / "nbfmt.py")]
     result = subprocess.run([*tool, "--check", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 1 and path.read_bytes() == before
-    assert result.stdout == (f"{path}: not formatted (kernelspec; cell 1: title, cellView, source_hidden, outputs_hidden, "
-                             f"collapsed): run python tools/nbfmt.py {path}\n")
+    assert result.stdout == (f"{path}: not formatted (kernelspec; cell 1: title, cellView, source_hidden): "
+                             f"run python tools/nbfmt.py {path}\n")
     result = subprocess.run([*tool, str(path)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stdout.startswith(f"formatted {path}: ")
     result = subprocess.run([*tool, "--check", str(path)], capture_output=True, text=True, timeout=60)
@@ -136,7 +144,8 @@ def test_check_names_the_file_changes_nothing_and_exits_1(tmp_path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_formatting_a_stored_notebook_changes_only_metadata_and_first_lines(path):
     """Outputs, execution counts, ids and code stay; only a solution's or the Colab cell's first line
-    (a hint moves to the second), cell metadata keys cellView and collapsed, and the kernelspec change."""
+    (a hint moves to the second), cell metadata keys cellView, collapsed and (on those two) jupyter, and
+    the kernelspec change."""
     before = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
     after = nbformat.reads(nbfmt.format_text(path.read_text(encoding="utf-8"))[0], as_version=4)
     assert len(before.cells) == len(after.cells)

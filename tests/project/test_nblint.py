@@ -92,7 +92,7 @@ def good_notebook(name: str) -> nbformat.NotebookNode:
     ]
     nb.cells[2].metadata["jupyter"] = {"source_hidden": True}
     for index in (7, 11):
-        nb.cells[index].metadata["jupyter"] = {"source_hidden": True, "outputs_hidden": True}
+        nb.cells[index].metadata["jupyter"] = {"source_hidden": True}
     nbfmt.format_notebook(nb)
     return nb
 
@@ -152,7 +152,7 @@ CASES = {
     "setup-line": (lambda nb: set_source(nb, 3, "import tensorflow as tf\n" + source(nb, 3)), 4,
                    "must open with 'import workbook; workbook.setup()'"),
     "form-view": (lambda nb: nb["cells"][7]["metadata"].pop("cellView"), 8,
-                  "solution 1 is not stored collapsed under '# @title Solution to exercise 1' (missing: cellView form)"),
+                  "solution 1 is not stored in form view under '# @title Solution to exercise 1' (missing: cellView form)"),
     "two-exercises": (lambda nb: nb["cells"][11]["metadata"].update(tags=[]), None, "has 1 solution cells"),
     "solution-announced": (lambda nb: set_source(nb, 6, "Try it first."), 8, "not announced"),
     "solution-executed": (lambda nb: nb["cells"][7].update(outputs=[]), 8, "no stored output"),
