@@ -507,10 +507,10 @@ def test_a_learner_on_another_python_version_also_keeps_a_clean_clone(request):
 
 # --- ... and stays clean after Restart and Run All (issue 38) -----------------------------------------
 
-#: Notebooks a learner restarts and runs in full, then saves: 01 (stream outputs) and 08 (stream
-#: outputs and a matplotlib PNG), each a few seconds to run. No widget in either (a widget's output
-#: names a model id that differs on every run, and is stored as its PNG fallback instead).
-RUN_ALL_NOTEBOOKS = ("01_custom_gradient.ipynb", "08_higher_order_forward_mode.ipynb")
+#: Notebooks a learner restarts and runs in full, then saves: 01 (stream outputs), 08 (stream
+#: outputs and a matplotlib PNG) and 00 (two explorers: a widget output names a model id that differs
+#: on every run, which the server settings' pre-save hook puts back when its PNG fallback is unchanged).
+RUN_ALL_NOTEBOOKS = ("01_custom_gradient.ipynb", "08_higher_order_forward_mode.ipynb", "00_start_here.ipynb")
 #: Variables that change what a notebook computes (tests/workbook: the nudge; the Colab branch):
 #: the learner's server runs without them.
 WORKBOOK_SWITCHES = ("GRADLAB_NUDGE", "GRADLAB_COLAB")
