@@ -21,7 +21,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # JupyterLab refuses to run as root unless told to.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab lint test test-notebooks test-library test-library-oldest test-library-pinned test-versions install execute book assignments test-assignments bench bench-explorer clean help
+.PHONY: lab lint test test-notebooks test-library test-library-oldest test-library-pinned test-versions install execute dist book assignments test-assignments bench bench-explorer clean help
 
 help:
 	@echo "make lab    - install (once) and start JupyterLab on notebooks/ at 127.0.0.1"
@@ -29,6 +29,7 @@ help:
 	@echo "make test-library - gradlab's unit tests from its wheel, on the oldest supported and the pinned TensorFlow"
 	@echo "make test-versions [VERSIONS='tf2.16 tf2.19-colab'] - every notebook (nbval-lax) on each stack in tools/versions/, incl. a Colab emulation"
 	@echo "make execute [NB=notebooks/NN_name.ipynb] - re-run notebooks in place (maintainers)"
+	@echo "make dist   - build the sdist and wheel of gradlab-tf into dist/ and check their metadata (twine check --strict)"
 	@echo "make book   - build the static site (build/book/index.html) from the notebooks as stored, with the API reference"
 	@echo "make assignments - the instructor edition in build/assignments/: every notebook as an otter-grader assignment"
 	@echo "make test-assignments - generate it, check its structure and grade a sample with otter run (no Docker)"
@@ -44,6 +45,9 @@ $(STAMP): requirements.txt pyproject.toml jupyter/overrides.json | $(PY)
 	@# uv installs the pinned stack in seconds where pip takes minutes; it is itself pinned here.
 	$(PY) -m pip install --quiet uv==$(UV_VERSION)
 	$(UV) pip install --quiet --compile-bytecode --python $(PY) -r requirements.txt
+	@# The distribution was named gradlab before it became gradlab-tf (gradlab on PyPI is another project's):
+	@# a .venv made then still holds that editable install beside the new one. Removing it leaves the checkout.
+	@if $(UV) pip show --quiet --python $(PY) gradlab >/dev/null 2>&1; then $(UV) pip uninstall --quiet --python $(PY) gradlab; fi
 	$(UV) pip install --quiet --python $(PY) --no-deps -e .
 	$(UV) pip check --python $(PY)
 	@# The editable install must point at this checkout's package (not a namespace package or a stale copy).
@@ -110,6 +114,14 @@ execute: install
 	@# Colab's form view and collapsed in JupyterLab, and exactly what JupyterLab writes when it saves.
 	$(PY) tools/nbfmt.py $(NB)
 
+# The sdist and the wheel (dist/gradlab_tf-<version>.tar.gz, dist/gradlab_tf-<version>-py3-none-any.whl), built
+# from this checkout (PEP 517, build as pinned), then their metadata checked as PyPI checks it on upload
+# (twine check --strict: the README renders, no field is missing). tests/project/test_packaging.py runs it.
+dist: install
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+	$(PY) -m twine check --strict dist/*
+
 # Benchmarks are never part of the test suite. BENCH_ARGS='--quick' gives a shorter run.
 BENCH_ARGS ?=
 # The book: Sphinx + MyST-NB from the stored notebooks (docs/conf.py, tools/build_book.py). Its tools
@@ -148,4 +160,4 @@ bench-explorer: install
 	$(PY) benchmarks/explorer_latency.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-versions .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) .venv-versions .pytest_cache .hypothesis build dist *.egg-info
