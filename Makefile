@@ -46,8 +46,10 @@ $(STAMP): requirements.txt pyproject.toml jupyter/overrides.json | $(PY)
 	$(PY) -m pip install --quiet uv==$(UV_VERSION)
 	$(UV) pip install --quiet --compile-bytecode --python $(PY) -r requirements.txt
 	@# The distribution was named gradlab before it became gradlab-tf (gradlab on PyPI is another project's):
-	@# a .venv made then still holds that editable install beside the new one. Removing it leaves the checkout.
+	@# a .venv made then still holds that editable install beside the new one, and the checkout its metadata
+	@# (gradlab.egg-info). Removing both leaves the checkout's code.
 	@if $(UV) pip show --quiet --python $(PY) gradlab >/dev/null 2>&1; then $(UV) pip uninstall --quiet --python $(PY) gradlab; fi
+	@rm -rf gradlab.egg-info
 	$(UV) pip install --quiet --python $(PY) --no-deps -e .
 	$(UV) pip check --python $(PY)
 	@# The editable install must point at this checkout's package (not a namespace package or a stale copy).
@@ -96,8 +98,9 @@ TF_PINNED ?= tensorflow-cpu==2.21.0
 test-library: test-library-oldest test-library-pinned
 test-library-oldest: install
 	PYTHON=$(PYTHON) tools/test_library.sh $(TF_OLDEST) "$(OLDEST_WITH)"
+# The pinned leg also installs gradlab-tf[tensorflow] by name for real (make test only resolves that extra).
 test-library-pinned: install
-	PYTHON=$(PYTHON) tools/test_library.sh $(TF_PINNED)
+	PYTHON=$(PYTHON) GRADLAB_EXTRA_TENSORFLOW=1 tools/test_library.sh $(TF_PINNED)
 
 # Every notebook (errors and asserts: nbval-lax) on each TensorFlow stack pinned in tools/versions/
 # (TF 2.16 / Keras 3.3.3 / NumPy 1.26, the workbook's pins, and a Colab emulation with TF 2.19), in
