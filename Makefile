@@ -21,7 +21,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # JupyterLab refuses to run as root unless told to.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab lint test test-notebooks test-library test-library-oldest test-library-pinned test-versions install execute book assignments test-assignments bench bench-explorer clean help
+.PHONY: lab lint test test-notebooks test-library test-library-oldest test-library-pinned test-versions install execute dist book assignments test-assignments bench bench-explorer clean help
 
 help:
 	@echo "make lab    - install (once) and start JupyterLab on notebooks/ at 127.0.0.1"
@@ -30,6 +30,7 @@ help:
 	@echo "make test-library - gradlab's unit tests from its wheel, on the oldest supported and the pinned TensorFlow"
 	@echo "make test-versions [VERSIONS='tf2.16 tf2.19-colab'] - every notebook (nbval-lax) on each stack in tools/versions/, incl. a Colab emulation"
 	@echo "make execute [NB=notebooks/NN_name.ipynb] - re-run notebooks in place (maintainers)"
+	@echo "make dist   - build the sdist and wheel of gradlab-tf into dist/ and check their metadata (twine check --strict)"
 	@echo "make book   - build the static site (build/book/index.html) from the notebooks as stored, with the API reference"
 	@echo "make assignments - the instructor edition in build/assignments/: every notebook as an otter-grader assignment"
 	@echo "make test-assignments - generate it, check its structure and grade a sample with otter run (no Docker)"
@@ -45,6 +46,11 @@ $(STAMP): requirements.txt pyproject.toml jupyter/overrides.json | $(PY)
 	@# uv installs the pinned stack in seconds where pip takes minutes; it is itself pinned here.
 	$(PY) -m pip install --quiet uv==$(UV_VERSION)
 	$(UV) pip install --quiet --compile-bytecode --python $(PY) -r requirements.txt
+	@# The distribution was named gradlab before it became gradlab-tf (gradlab on PyPI is another project's):
+	@# a .venv made then still holds that editable install beside the new one, and the checkout its metadata
+	@# (gradlab.egg-info). Removing both leaves the checkout's code.
+	@if $(UV) pip show --quiet --python $(PY) gradlab >/dev/null 2>&1; then $(UV) pip uninstall --quiet --python $(PY) gradlab; fi
+	@rm -rf gradlab.egg-info
 	$(UV) pip install --quiet --python $(PY) --no-deps -e .
 	$(UV) pip check --python $(PY)
 	@# The editable install must point at this checkout's package (not a namespace package or a stale copy).
@@ -97,8 +103,9 @@ TF_PINNED ?= tensorflow-cpu==2.21.0
 test-library: test-library-oldest test-library-pinned
 test-library-oldest: install
 	PYTHON=$(PYTHON) tools/test_library.sh $(TF_OLDEST) "$(OLDEST_WITH)"
+# The pinned leg also installs gradlab-tf[tensorflow] by name for real (make test only resolves that extra).
 test-library-pinned: install
-	PYTHON=$(PYTHON) tools/test_library.sh $(TF_PINNED)
+	PYTHON=$(PYTHON) GRADLAB_EXTRA_TENSORFLOW=1 tools/test_library.sh $(TF_PINNED)
 
 # Every notebook (errors and asserts: nbval-lax) on each TensorFlow stack pinned in tools/versions/
 # (TF 2.16 / Keras 3.3.3 / NumPy 1.26, the workbook's pins, and a Colab emulation with TF 2.19), in
@@ -114,6 +121,14 @@ execute: install
 	@# Store them the workbook's way (tools/nbfmt.py): no widget state, solutions and the Colab cell in
 	@# Colab's form view, their code collapsed in JupyterLab, and exactly what JupyterLab writes when it saves.
 	$(PY) tools/nbfmt.py $(NB)
+
+# The sdist and the wheel (dist/gradlab_tf-<version>.tar.gz, dist/gradlab_tf-<version>-py3-none-any.whl), built
+# from this checkout (PEP 517, build as pinned), then their metadata checked as PyPI checks it on upload
+# (twine check --strict: the README renders, no field is missing). tests/project/test_packaging.py runs it.
+dist: install
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+	$(PY) -m twine check --strict dist/*
 
 # Benchmarks are never part of the test suite. BENCH_ARGS='--quick' gives a shorter run.
 BENCH_ARGS ?=
@@ -153,4 +168,4 @@ bench-explorer: install
 	$(PY) benchmarks/explorer_latency.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-versions .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) .venv-versions .pytest_cache .hypothesis build dist *.egg-info

@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "docs" / "_ext"), str(ROOT / "tools")]
-import build_book  # noqa: E402 (tools/build_book.py: the repository URL and where each page comes from)
+import build_book  # noqa: E402 (tools/build_book.py: the repository URL, from pyproject.toml, and where each page comes from)
 
 project = "gradlab"
 author = "the gradlab developers"
@@ -56,7 +56,7 @@ html_static_path = ["_static"]
 html_css_files = ["gradlab.css"]
 gradlab_root = str(ROOT)
 gradlab_repository = REPOSITORY
-gradlab_branch = "main"
+gradlab_branch = build_book.project_home.BRANCH
 # Staged path -> repository path, where they differ (README.md is the landing page index.md).
 gradlab_repository_paths = {staged: source for source, staged in build_book.STAGED_AS.items()}
 html_theme_options = {

@@ -1,7 +1,7 @@
 """Which TensorFlow gradlab runs on, checked once when gradlab is imported.
 
-gradlab does not install TensorFlow itself (``pip install gradlab`` keeps the TensorFlow you have,
-CPU or GPU build). It needs TensorFlow 2.16 to 2.21: 2.16 is the first whose ``tf.keras`` is
+gradlab does not install TensorFlow itself (installing its distribution, ``gradlab-tf``, keeps the
+TensorFlow you have, CPU or GPU build). It needs TensorFlow 2.16 to 2.21: 2.16 is the first whose ``tf.keras`` is
 Keras 3, and 2.21 is the newest release it is tested on. Anything else raises an ``ImportError``
 that says what to install, instead of failing later with an obscure error.
 """
@@ -17,7 +17,8 @@ MAX_TENSORFLOW = (2, 22)
 _INSTALL = (
     "Install a supported TensorFlow into this environment, for example "
     "`pip install 'tensorflow>=2.16,<2.22'` (GPU-capable build on Linux), "
-    "`pip install 'tensorflow-cpu>=2.16,<2.22'` (CPU only), or `pip install 'gradlab[tensorflow]'`."
+    "`pip install 'tensorflow-cpu>=2.16,<2.22'` (CPU only), or gradlab-tf with its extra "
+    "`[tensorflow]` (`pip install '.[tensorflow]'` from a clone of gradlab-tf)."
 )
 
 

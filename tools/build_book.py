@@ -39,7 +39,12 @@ import urllib.parse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-REPOSITORY = "https://github.com/gradlab/gradlab"
+sys.path.insert(0, str(ROOT / "tools"))
+import project_home  # noqa: E402  (tools/project_home.py: the home, from pyproject.toml's [project.urls])
+
+#: The repository on GitHub, pyproject.toml's Homepage: the book's source buttons and its links to
+#: repository files (docs/conf.py gives it to the theme's repository, Colab and Binder buttons).
+REPOSITORY = project_home.HOMEPAGE
 WIDGET = "application/vnd.jupyter.widget-view+json"
 IMAGES = ("image/png", "image/jpeg", "image/svg+xml")
 # Markdown pages besides the README and the notebooks: (source in the repository, staged path).

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # nbfmt sits beside this file
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # nbfmt and project_home sit beside this file
 import nbfmt  # noqa: E402
+import project_home  # noqa: E402  (the repository's home, read from pyproject.toml's [project.urls])
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,20 +36,22 @@ MAX_BYTES = 3_000_000
 #: Every notebook's first code cell, stored in form view (Colab shows its title; JupyterLab its first
 #: line): on Colab (or when GRADLAB_COLAB=1 forces it) it clones the workbook, installs gradlab without
 #: touching the TensorFlow there, and puts the workbook's helper modules on sys.path; elsewhere nothing.
-COLAB_CELL = """# @title Colab only: fetch the workbook and install gradlab into Colab's TensorFlow (elsewhere: nothing)
+#: It clones pyproject.toml's Homepage (tools/project_home.py), so a fork that changes that line is told
+#: here which notebooks still clone the old home.
+COLAB_CELL = f"""# @title Colab only: fetch the workbook and install gradlab into Colab's TensorFlow (elsewhere: nothing)
 import os
 import sys
 
 if "google.colab" in sys.modules or os.environ.get("GRADLAB_COLAB") == "1":
-    repo = os.environ.get("GRADLAB_REPO", "https://github.com/gradlab/gradlab")
+    repo = os.environ.get("GRADLAB_REPO", "{project_home.HOMEPAGE}")
     if not os.path.isdir("gradlab-workbook"):
-        !git clone -q {repo} gradlab-workbook
+        !git clone -q {{repo}} gradlab-workbook
     %pip install -q "./gradlab-workbook[notebook]"
     sys.path.insert(0, os.path.abspath("gradlab-workbook/notebooks"))   # the workbook's helper modules"""
+#: The Colab cell's default home (group 1), which GRADLAB_REPO overrides.
+COLAB_REPO = re.compile(r'os\.environ\.get\("GRADLAB_REPO", "([^"]*)"\)')
 #: The setup, one line, opens the second code cell (notebooks/workbook.py; notebook 00 explains it).
 SETUP_LINE = "import workbook; workbook.setup()"
-COLAB_URL = "https://colab.research.google.com/github/gradlab/gradlab/blob/main/notebooks/{name}"
-COLAB_BADGE = "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({url})"
 
 NOISE = re.compile(r"(^[IWE]\d{4} \d\d:\d\d|oneDNN custom operations|absl::InitializeLog|cuda_|TF-TRT|"
                    r"This TensorFlow binary is optimized|rebuild TensorFlow|WARNING:tensorflow)", re.M)
@@ -176,9 +179,12 @@ def title_cell(nb: Notebook):
 @rule("colab-badge")
 def colab_badge(nb: Notebook):
     """The title cell carries the Open-in-Colab badge with the notebook's own URL."""
-    badge = COLAB_BADGE.format(url=COLAB_URL.format(name=nb.name))
+    badge = project_home.colab_badge(f"notebooks/{nb.name}")
     if not nb.cells or badge not in nb.source(nb.cells[0]):
-        yield 0 if nb.cells else None, f"the title cell has no Open-in-Colab badge for this notebook: add {badge}"
+        stale = project_home.REPOSITORY_LINK.search(nb.source(nb.cells[0])) if nb.cells else None
+        why = (f" (it names {stale[1]}, not pyproject.toml's Homepage {project_home.HOMEPAGE})"
+               if stale and stale[1] != project_home.GITHUB_PATH else "")
+        yield 0 if nb.cells else None, f"the title cell has no Open-in-Colab badge for this notebook{why}: add {badge}"
 
 
 @rule("kernelspec")
@@ -313,7 +319,12 @@ def colab_cell(nb: Notebook):
     if "colab" not in nb.tags(cell):
         yield index, "the first code cell is not tagged colab: it must be the Colab set-up cell"
     if rest != body or wording != re.sub(r"^#\s*(@title\s*)?", "", title):
-        yield index, "the first code cell is not the Colab set-up cell: copy it from COLAB_CELL in tools/nblint.py"
+        cloned = COLAB_REPO.search(rest)
+        if cloned and cloned[1] != project_home.HOMEPAGE and COLAB_REPO.sub("", rest) == COLAB_REPO.sub("", body):
+            yield index, (f"the Colab cell clones {cloned[1]}, not pyproject.toml's Homepage {project_home.HOMEPAGE}: "
+                          "change that URL in its GRADLAB_REPO line (copy COLAB_CELL from tools/nblint.py)")
+        else:
+            yield index, "the first code cell is not the Colab set-up cell: copy it from COLAB_CELL in tools/nblint.py"
 
 
 @rule("setup-line")

@@ -110,7 +110,7 @@ build() {   # leg
 
 versions() {   # python: one line with the versions in use
     "$1" -c 'import importlib.metadata as m
-names = ["tensorflow-cpu", "tensorflow", "keras", "numpy", "matplotlib", "scikit-learn", "ipywidgets", "ipykernel", "gradlab"]
+names = ["tensorflow-cpu", "tensorflow", "keras", "numpy", "matplotlib", "scikit-learn", "ipywidgets", "ipykernel", "gradlab-tf"]
 found = []
 for name in names:
     try:

@@ -143,6 +143,24 @@ def test_a_module_only_the_colab_cell_imports_is_refused(tmp_path):
         edition.source_notebook(path)
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_the_colab_version_clones_the_workbook_from_its_home_in_pyproject(path):
+    source = edition.colab_cell(path, {})
+    assert f'os.environ.get("GRADLAB_REPO", "{edition.project_home.HOMEPAGE}")' in source
+    assert "!git clone -q {repo} gradlab-workbook" in source
+
+
+def test_a_colab_cell_that_clones_another_home_is_refused(tmp_path):
+    notebook = nbformat.read(NOTEBOOKS[0], as_version=4)
+    colab = next(c for c in notebook.cells if "colab" in _tags(c))
+    colab.source = colab.source.replace(edition.project_home.HOMEPAGE, "https://github.com/someone/elsewhere")
+    path = tmp_path / NOTEBOOKS[0].name
+    nbformat.write(notebook, path)
+    refusal = "clones https://github.com/someone/elsewhere, not pyproject.toml's Homepage"
+    with pytest.raises(edition.ConventionError, match=refusal):
+        edition.colab_cell(path, {})
+
+
 def test_the_grading_tool_is_pinned_and_installed_constrained_by_the_workbook_pins():
     pins = [line for line in edition.TOOL_REQUIREMENTS.read_text().splitlines() if line and not line.startswith("#")]
     assert pins == [f"otter-grader=={edition.otter_version()}"]

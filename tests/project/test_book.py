@@ -43,6 +43,7 @@ def _load(name: str, path: Path):
 
 
 build_book = _load("build_book", ROOT / "tools" / "build_book.py")
+project_home = build_book.project_home   # the home, from pyproject.toml (tools/project_home.py)
 tf_api = _load("tf_api", ROOT / "docs" / "_ext" / "tf_api.py")     # imports TensorFlow on first use
 TF_DOCS = "https://www.tensorflow.org/api_docs/python/"
 # Each page's repository file: what its download button gives and its source button shows.
@@ -90,6 +91,7 @@ def test_links_to_files_outside_the_book_point_to_the_repository():
     text = "[dev](DEVELOPERS.md) [nb](notebooks/00_start_here.ipynb) [web](https://example.org) [s](#x)"
     out = build_book.rewrite_links(text, "README.md", staged)
     assert f"[dev]({build_book.REPOSITORY}/blob/main/DEVELOPERS.md)" in out
+    assert build_book.REPOSITORY == project_home.HOMEPAGE   # pyproject.toml's Homepage, nowhere else
     assert "[nb](notebooks/00_start_here.ipynb)" in out and "(https://example.org)" in out and "(#x)" in out
     with pytest.raises(SystemExit, match="missing file"):
         build_book.rewrite_links("[x](no_such_file.md)", "README.md", staged)
@@ -161,7 +163,7 @@ def test_book_has_a_page_per_notebook_and_the_whole_api():
     for path in NOTEBOOKS:
         page = (BOOK / "notebooks" / f"{path.stem}.html").read_text()
         assert f"urlpath=lab/tree/notebooks/{path.name}" in page, f"{path.stem}: no Binder launch button"
-        colab = f"https://colab.research.google.com/github/gradlab/gradlab/blob/main/notebooks/{path.name}"
+        colab = project_home.colab_url(f"notebooks/{path.name}")
         assert colab in page, f"{path.stem}: no Colab launch button"
         assert f"/blob/main/notebooks/{path.name}" in page, f"{path.stem}: no link to its source"
     import gradlab
@@ -259,8 +261,8 @@ def test_every_link_into_the_repository_names_a_tracked_file():
         (rf"{repository}/tree/main/([^?#]+)(?:#.*)?", "folder"),
         (rf"{repository}/actions/workflows/([^/?#]+)(?:/badge\.svg)?", "workflow"),
         (rf"{repository}/?", "repository"),
-        (r"https://colab\.research\.google\.com/github/gradlab/gradlab/blob/main/([^?#]+\.ipynb)", "file"),
-        (r"https://mybinder\.org/v2/gh/gradlab/gradlab/main\?urlpath=lab/tree/([^&#]+\.ipynb)", "file"),
+        (re.escape(project_home.colab_url("")) + r"([^?#]+\.ipynb)", "file"),
+        (re.escape(project_home.binder_url("")) + r"([^&#]+\.ipynb)", "file"),
     ]
     seen = 0
     for name, page in book_pages().items():
@@ -280,10 +282,8 @@ def test_every_link_into_the_repository_names_a_tracked_file():
                 assert f".github/workflows/{match.group(1)}" in tracked, f"{name}: {url} names no workflow"
         if name.startswith("notebooks/"):
             path = SOURCES[name]
-            assert f"{build_book.REPOSITORY.replace('https://github.com', 'https://colab.research.google.com/github')}" \
-                   f"/blob/main/{path}" in [a["href"] for a in page.links], f"{name}: no Colab launch button"
-            assert f"https://mybinder.org/v2/gh/gradlab/gradlab/main?urlpath=lab/tree/{path}" in \
-                   [a["href"] for a in page.links], f"{name}: no Binder launch button"
+            assert project_home.colab_url(path) in [a["href"] for a in page.links], f"{name}: no Colab launch button"
+            assert project_home.binder_url(path) in [a["href"] for a in page.links], f"{name}: no Binder launch button"
     assert seen > 50
 
 

@@ -180,6 +180,10 @@ def test_the_oldest_library_leg_installs_the_oldest_stack_as_pinned():
     assert set(plans[0]) == pins
     pinned = [r for r in plans[1] if r.startswith("tensorflow")]
     assert pinned and pinned[0].split("==")[1] in (ROOT / "requirements.txt").read_text()
+    # The pinned leg (and it alone) also installs the extra [tensorflow] by name, for real.
+    lines = result.stdout.splitlines()
+    assert [line for line in lines if line.startswith("extra:")] == ["extra: gradlab-tf[tensorflow]"]
+    assert lines.index("extra: gradlab-tf[tensorflow]") == len(lines) - 1, result.stdout
 
 
 # --- make targets, run against a stub environment (VENV=...: its python, ruff and uv record calls) ---

@@ -68,7 +68,7 @@ def write_workbook(folder: Path, name: str = "05_synthetic.ipynb", data: dict | 
 def good_notebook(name: str) -> nbformat.NotebookNode:
     """Every rule's way: title and badge, Colab and setup cells, two exercises with solutions, summary.
     Built in the old storage (plain '# Solution' comments, no form view) and formatted by nbfmt."""
-    badge = nblint.COLAB_BADGE.format(url=nblint.COLAB_URL.format(name=name))
+    badge = nblint.project_home.colab_badge(f"notebooks/{name}")
     colab = nblint.COLAB_CELL.replace("# @title Colab only", "# Colab only", 1)
     nb = nbformat.v4.new_notebook()
     nb.metadata = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
@@ -239,6 +239,30 @@ def test_a_colab_cell_out_of_form_view_is_named(good):
     found = {f.rule: f.message for f in nblint.lint([path])}
     assert "the Colab cell is not in form view (missing: the '# @title' first line)" in found["form-view"]
     assert "colab-cell" not in found, "the Colab cell's wording is the same with or without its title"
+
+
+def test_a_fork_that_changes_the_homepage_is_told_where_the_old_home_remains(tmp_path):
+    """A fork changes pyproject.toml's Homepage alone: the linter, reading it, names the title cell's
+    badge and the Colab cell of a notebook that still points to the old home, with both URLs."""
+    fork = "https://github.com/someone/workbook-fork"
+    (tmp_path / "tools").mkdir()
+    for name in ("nblint.py", "nbfmt.py", "project_home.py"):
+        (tmp_path / "tools" / name).write_bytes((ROOT / "tools" / name).read_bytes())
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    homepage = nblint.project_home.HOMEPAGE
+    assert pyproject.count(f'Homepage = "{homepage}"') == 1
+    (tmp_path / "pyproject.toml").write_text(pyproject.replace(f'Homepage = "{homepage}"', f'Homepage = "{fork}"'))
+    code = ("import sys; sys.path.insert(0, 'tools'); import nblint\n"
+            f"for f in nblint.lint([{str(NOTEBOOKS[0])!r}], rules=['colab-badge', 'colab-cell']): print(f.rule, f.message)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    found = dict(line.split(" ", 1) for line in result.stdout.splitlines())
+    assert set(found) == {"colab-badge", "colab-cell"}, result.stdout
+    old = nblint.project_home.GITHUB_PATH
+    assert f"it names {old}, not pyproject.toml's Homepage {fork}" in found["colab-badge"]
+    badge = f"colab.research.google.com/github/someone/workbook-fork/blob/main/notebooks/{NOTEBOOKS[0].name}"
+    assert badge in found["colab-badge"]
+    assert f"the Colab cell clones {homepage}, not pyproject.toml's Homepage {fork}" in found["colab-cell"]
 
 
 # --- the command line ------------------------------------------------------------------------------

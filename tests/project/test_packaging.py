@@ -3,8 +3,12 @@ environment's own TensorFlow without touching it."""
 from __future__ import annotations
 
 import email.parser
+import hashlib
 import json
+import os
+import platform
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -19,6 +23,8 @@ import gradlab
 from gradlab import _compat
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The distribution's name (the import package is gradlab): on PyPI, gradlab is another project's.
+DISTRIBUTION = "gradlab-tf"
 # Every module of the package, subpackages included (e.g. "widgets/_view.py").
 MODULES = sorted(p.relative_to(ROOT / "gradlab").as_posix() for p in (ROOT / "gradlab").rglob("*.py")
                  if "__pycache__" not in p.parts)
@@ -44,8 +50,8 @@ def metadata(dist):
 
 
 def test_the_files_are_named_for_this_version(dist):
-    assert dist["wheel"].name == f"gradlab-{gradlab.__version__}-py3-none-any.whl"
-    assert dist["sdist"].name == f"gradlab-{gradlab.__version__}.tar.gz"
+    assert dist["wheel"].name == f"gradlab_tf-{gradlab.__version__}-py3-none-any.whl"
+    assert dist["sdist"].name == f"gradlab_tf-{gradlab.__version__}.tar.gz"
 
 
 def test_the_wheel_holds_the_package_its_type_marker_and_license(dist):
@@ -66,7 +72,7 @@ def test_the_sdist_can_rebuild_the_wheel(dist):
 
 
 def test_metadata_names_the_license_python_and_readme(metadata):
-    assert metadata["Name"] == "gradlab" and metadata["Version"] == gradlab.__version__
+    assert metadata["Name"] == DISTRIBUTION and metadata["Version"] == gradlab.__version__
     assert metadata["License-Expression"] == "Apache-2.0"
     assert metadata["License-File"] == "LICENSE" and (ROOT / "LICENSE").read_text().lstrip().startswith("Apache License")
     assert metadata["Requires-Python"] == ">=3.10"
@@ -79,7 +85,7 @@ def _requirements(metadata) -> list[Requirement]:
 
 
 def test_no_tensorflow_is_required_so_an_installed_one_is_kept(metadata):
-    """`pip install gradlab` must not add tensorflow-cpu next to a GPU `tensorflow` (two
+    """`pip install gradlab-tf` must not add tensorflow-cpu next to a GPU `tensorflow` (two
     distributions writing one package) nor upgrade the TensorFlow a user has."""
     for req in _requirements(metadata):
         if req.name.startswith("tensorflow"):
@@ -114,7 +120,7 @@ def test_installing_the_wheel_here_changes_nothing_but_gradlab(dist):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
-    assert [item["metadata"]["name"] for item in report["install"]] == ["gradlab"]
+    assert [item["metadata"]["name"] for item in report["install"]] == [DISTRIBUTION]
 
 
 @pytest.mark.parametrize("version", ["2.16.0", "2.16.2", "2.18.1", "2.21.0", "2.21.0rc1"])
@@ -140,3 +146,123 @@ def test_import_gradlab_without_a_supported_tensorflow_fails_clearly(case):
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("gradlab needs TensorFlow"), result.stdout
     assert "pip install" in result.stdout
+
+
+# --- twine and make dist ------------------------------------------------------------------------------
+
+def test_twine_check_strict_passes_on_the_wheel_and_the_sdist(dist):
+    """What PyPI checks on upload: the metadata is complete and the README renders as the description."""
+    result = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", str(dist["wheel"]), str(dist["sdist"])],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("PASSED") == 2, result.stdout
+
+
+def test_make_dist_builds_both_into_dist_and_runs_twine_check():
+    result = subprocess.run(["make", "--no-print-directory", "-n", "dist"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    commands = result.stdout.splitlines()
+    build = next(i for i, c in enumerate(commands) if c.endswith("-m build --outdir dist ."))
+    check = next(i for i, c in enumerate(commands) if c.endswith("-m twine check --strict dist/*"))
+    assert commands.index("rm -rf dist") < build < check, commands
+
+
+# --- the wheel installed by its name, with each extra, into a fresh environment -----------------------
+# uv (pinned in the Makefile, in .venv) installs from its cache, where `make install` left TensorFlow:
+# the extras [cpu] and [notebook] are installed for real in seconds. The extra [tensorflow] brings the
+# full `tensorflow` wheel (546 MiB to download, 2 GB installed, where the workbook has tensorflow-cpu):
+# here its resolution only (a dry run), its real install in tools/test_library.sh (make test-library).
+
+def _tensorflow_build() -> str:
+    """The distribution the extra [cpu] brings on this machine (pyproject.toml's markers)."""
+    return "tensorflow-cpu" if sys.platform == "linux" and platform.machine() == "x86_64" else "tensorflow"
+
+
+TRY_IMPORT = "try:\n    import gradlab\nexcept ImportError as e:\n    print(e)\nelse:\n    print('imported')"
+CHECK_IMPORT = """
+import hashlib, importlib.metadata as metadata, json, pathlib
+import gradlab, gradlab.layers, gradlab.plots, gradlab.widgets
+print(json.dumps({"version": gradlab.__version__, "distribution": metadata.version("gradlab-tf"),
+                  "site_packages": "site-packages" in pathlib.Path(gradlab.__file__).parts,
+                  "init_sha256": hashlib.sha256(pathlib.Path(gradlab.__file__).read_bytes()).hexdigest()}))
+"""
+
+
+@pytest.fixture(scope="module")
+def fresh_installs(dist, tmp_path_factory) -> dict:
+    """A fresh virtual environment, and gradlab-tf installed into it by name from a folder holding the
+    wheel alone: bare, then [tensorflow] as a dry run, then [notebook], then [cpu]. What each step did."""
+    uv = Path(sys.executable).with_name("uv")
+    if not uv.is_file():
+        pytest.fail(f"uv is missing from {uv.parent.name}/: run make install", pytrace=False)
+    work = tmp_path_factory.mktemp("fresh")
+    wheelhouse = work / "wheelhouse"
+    wheelhouse.mkdir()
+    shutil.copy2(dist["wheel"], wheelhouse)
+    venv = work / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0", "NO_COLOR": "1"}
+    env.pop("VIRTUAL_ENV", None)
+
+    def uv_install(extra: str, *options: str) -> subprocess.CompletedProcess:
+        requirement = f"{DISTRIBUTION}{extra}=={gradlab.__version__}"     # by name, never a path to the wheel
+        result = subprocess.run([str(uv), "pip", "install", "--python", str(python), "--find-links", str(wheelhouse),
+                                 *options, requirement], capture_output=True, text=True, timeout=600, env=env)
+        assert result.returncode == 0, f"uv pip install {requirement}:\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
+        return result
+
+    def installed() -> set[str]:
+        freeze = subprocess.run([str(uv), "pip", "freeze", "--python", str(python)], capture_output=True, text=True,
+                                timeout=120, env=env, check=True).stdout
+        return {re.split(r"[=@ ]", line, maxsplit=1)[0].lower().replace("_", "-") for line in freeze.splitlines()}
+
+    def run(code: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=300, env=env, cwd=work)
+
+    steps: dict = {}
+    uv_install("")
+    steps["bare"] = {"installed": installed(), "import": run(TRY_IMPORT)}
+    dry = uv_install("[tensorflow]", "--dry-run")
+    steps["tensorflow"] = {"would_install": dict(re.findall(r"^ \+ ([\w.-]+)==(\S+)$", dry.stdout + dry.stderr, re.M)),
+                           "installed": installed()}
+    uv_install("[notebook]")
+    steps["notebook"] = {"installed": installed()}
+    uv_install("[cpu]")
+    steps["cpu"] = {"installed": installed(), "import": run(CHECK_IMPORT)}
+    return steps
+
+
+def test_installed_bare_by_name_it_brings_no_tensorflow_and_says_what_to_install(fresh_installs):
+    bare = fresh_installs["bare"]
+    assert {DISTRIBUTION, "keras", "numpy"} <= bare["installed"]
+    assert not {"tensorflow", "tensorflow-cpu"} & bare["installed"]
+    assert bare["import"].returncode == 0, bare["import"].stderr[-3000:]
+    assert bare["import"].stdout.startswith("gradlab needs TensorFlow"), bare["import"].stdout
+    assert "[tensorflow]" in bare["import"].stdout
+
+
+def test_the_tensorflow_extra_resolves_to_the_regular_build_in_the_supported_range(fresh_installs):
+    would = fresh_installs["tensorflow"]["would_install"]
+    assert "tensorflow" in would and "tensorflow-cpu" not in would, sorted(would)
+    assert would["tensorflow"] in SpecifierSet(f">={_compat.MIN_TENSORFLOW[0]}.{_compat.MIN_TENSORFLOW[1]},"
+                                               f"<{_compat.MAX_TENSORFLOW[0]}.{_compat.MAX_TENSORFLOW[1]}")
+    assert "tensorflow" not in fresh_installs["tensorflow"]["installed"], "a dry run installs nothing"
+
+
+def test_the_notebook_extra_brings_the_plotting_stack_and_no_tensorflow(fresh_installs):
+    installed = fresh_installs["notebook"]["installed"]
+    assert {"matplotlib", "ipywidgets"} <= installed
+    assert not {"tensorflow", "tensorflow-cpu"} & installed
+
+
+def test_the_cpu_extra_brings_tensorflow_and_gradlab_imports_from_the_wheel(fresh_installs):
+    cpu = fresh_installs["cpu"]
+    assert _tensorflow_build() in cpu["installed"]
+    assert cpu["import"].returncode == 0, cpu["import"].stderr[-3000:]
+    found = json.loads(cpu["import"].stdout.strip().splitlines()[-1])
+    assert found["version"] == found["distribution"] == gradlab.__version__
+    assert found["site_packages"], "gradlab imported from somewhere else than the environment's site-packages"
+    assert found["init_sha256"] == hashlib.sha256((ROOT / "gradlab" / "__init__.py").read_bytes()).hexdigest(), \
+        "the installed gradlab is not this checkout's (another distribution installed a gradlab package?)"

@@ -28,6 +28,9 @@ from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+if str(ROOT / "tools") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tools"))
+import project_home  # noqa: E402  (the distribution's name and the home, read from pyproject.toml)
 BIN = Path(sys.executable).parent
 
 # The packages the workbook must pin exactly (the issue's list), by distribution name.
@@ -248,10 +251,79 @@ def test_every_notebook_opens_on_colab_from_the_readme():
     (the title cell's badge is the linter's rule colab-badge)."""
     readme = (ROOT / "README.md").read_text()
     for path in NOTEBOOKS:
-        url = f"https://colab.research.google.com/github/gradlab/gradlab/blob/main/notebooks/{path.name}"
-        badge = f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({url})"
+        badge = project_home.colab_badge(f"notebooks/{path.name}")
         row = next(line for line in readme.splitlines() if line.startswith(f"| [{path.stem}]("))
-        assert row.endswith(f"| {badge} |"), f"README: the row of {path.stem} has no Colab badge"
+        assert row.endswith(f"| {badge} |"), f"README: the row of {path.stem} should end with | {badge} |"
+
+
+# --- the home and the name: pyproject.toml's, everywhere ---------------------------------------------
+
+def tracked_text_files() -> dict[str, str]:
+    """Every file git tracks (or would: untracked, not ignored) that is text, by repository path."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                                capture_output=True, text=True, check=True).stdout.splitlines()
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout: the repository's files are unknown")
+    texts = {}
+    for name in listed:
+        try:
+            texts[name] = (ROOT / name).read_text(encoding="utf-8")
+        except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
+            continue
+    return texts
+
+
+def test_every_link_to_the_project_names_the_homepage_in_pyproject():
+    """A fork changes pyproject.toml's Homepage alone; this names every other place that still links to
+    the old home (README badges, docs, notebooks, tools), file and line."""
+    stale = [f"{name}:{line}: {repository}" for name, text in sorted(tracked_text_files().items())
+             for line, repository in project_home.stale_links(text)]
+    assert not stale, (f"these link to a home other than pyproject.toml's Homepage {project_home.HOMEPAGE}; "
+                       "point them there:\n" + "\n".join(stale))
+
+
+def test_a_changed_homepage_is_named_in_the_readme_and_the_notebooks():
+    """What the check above reports for a fork: the README's and every notebook's links to the old home."""
+    fork = "someone/workbook-fork"
+    readme = project_home.stale_links((ROOT / "README.md").read_text(), home=fork)
+    assert {repository for _, repository in readme} == {project_home.GITHUB_PATH}
+    assert len(readme) >= len(NOTEBOOKS) + 3     # the Binder and CI badges, Binder's link, each notebook's row
+    for path in NOTEBOOKS:
+        assert len(project_home.stale_links(path.read_text(), home=fork)) == 2, path.name   # badge and Colab cell
+
+
+def test_the_readme_badges_are_generated_from_the_homepage():
+    readme = (ROOT / "README.md").read_text()
+    binder = f"[![Binder](https://mybinder.org/badge_logo.svg)]({project_home.binder_url('notebooks/00_start_here.ipynb')})"
+    assert readme.splitlines()[2:4] == [binder, project_home.ci_badge()], "README: the badges under the title"
+    assert (ROOT / ".github" / "workflows" / "ci.yml").is_file()
+
+
+def test_the_project_urls_all_start_at_the_homepage():
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    assert urls["Homepage"] == project_home.HOMEPAGE
+    for label, url in urls.items():
+        assert url.startswith(project_home.HOMEPAGE), f"pyproject.toml: [project.urls] {label} = {url!r} is not under Homepage"
+
+
+def test_the_homepage_must_be_a_github_repository():
+    assert project_home.homepage({"urls": {"Homepage": "https://github.com/gradlab-tf/gradlab-tf"}})
+    for bad in ("https://github.com/gradlab-tf/gradlab-tf/", "https://gitlab.com/a/b", "https://github.com/a", None):
+        with pytest.raises(SystemExit, match="Homepage"):
+            project_home.homepage({"urls": {"Homepage": bad}} if bad else {})
+
+
+def test_no_command_installs_the_other_gradlab_from_pypi():
+    """On PyPI, gradlab is an unrelated project: no install command in what users read (the docs, the
+    notebooks, gradlab's own messages, the install files) names it; they name gradlab-tf or a path."""
+    assert project_home.DISTRIBUTION == "gradlab-tf"
+    command = re.compile(r"""pip install (?:-[-\w]+ )*["']?gradlab(?:\[[\w,]+\])?["']?(?![-\w./])""")
+    read = re.compile(r"(\.md|\.ipynb|\.txt|\.yml|\.toml|^gradlab/.*\.py|^binder/.*|^tools/assignments/.*)$")
+    warning = "**Not `pip install gradlab`.**"    # the README's one deliberate mention, which says why not
+    found = [f"{name}:{number}: {line.strip()}" for name, text in sorted(tracked_text_files().items()) if read.search(name)
+             for number, line in enumerate(text.splitlines(), 1) if command.search(line.replace(warning, ""))]
+    assert not found, "these install another project called gradlab; name gradlab-tf:\n" + "\n".join(found)
 
 
 # --- the package's import cost and side effects -----------------------------------------------------

@@ -49,15 +49,16 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT / "tools") not in sys.path:
     sys.path.insert(0, str(ROOT / "tools"))
-from nblint import bound_names  # noqa: E402  (the notebook linter's reading of what a cell defines)
+from nblint import COLAB_REPO, bound_names  # noqa: E402  (the linter's Colab cell and its reading of what a cell defines)
+import project_home  # noqa: E402  (the workbook's home, from pyproject.toml: what the Colab version clones)
 
 NOTEBOOKS = ROOT / "notebooks"
 OUT = ROOT / "build" / "assignments"
 TOOL_REQUIREMENTS = Path(__file__).with_name("requirements.txt")
 POINTS = 1                                  # per exercise: its self-check passes or it does not
 # The workbook's pins an autograder image needs to run a notebook (otter grade builds its Docker image from
-# the zip's environment.yml, which otter fills from them); gradlab itself travels in the zip (the name gradlab
-# on PyPI is another project's).
+# the zip's environment.yml, which otter fills from them); gradlab itself travels in the zip, so nothing is
+# installed by name (gradlab-tf is not on PyPI yet, and the name gradlab on PyPI is another project's).
 RUNTIME_PINS = ("tensorflow-cpu", "tensorflow", "keras", "numpy", "matplotlib", "ipywidgets", "scikit-learn")
 TITLE = r"^(?:#{{2,6}}\s+|\*\*)Exercise\s+{n}\b"
 ANNOUNCEMENT = re.compile(r"^\*\*Solution\*\*( \(click to expand the hidden cell below\))?")
@@ -417,6 +418,11 @@ def colab_cell(notebook_path: Path, tests: dict[str, str]) -> str:
     own = [c for c in workbook.cells if c.cell_type == "code" and "colab" in _tags(c)]
     if len(own) != 1:
         raise ConventionError(f"{notebook_path.name}: expected one code cell tagged 'colab'; found {len(own)}")
+    # It clones the workbook from its home, pyproject.toml's Homepage, as every notebook's Colab cell does.
+    home = COLAB_REPO.search(_source(own[0]))
+    if home is None or home[1] != project_home.HOMEPAGE:
+        raise ConventionError(f"{notebook_path.name}: the Colab cell clones {home[1] if home else 'nothing'}, not "
+                              f"pyproject.toml's Homepage {project_home.HOMEPAGE}: copy COLAB_CELL from tools/nblint.py")
     files = json.dumps(tests, indent=4)
     return ("# Run this cell first. On Colab it fetches the workbook, installs gradlab and otter-grader, and\n"
             "# puts this assignment's tests beside the notebook (elsewhere it writes the tests if they are missing).\n"
