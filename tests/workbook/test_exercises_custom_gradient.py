@@ -50,7 +50,7 @@ def test_exercise_1_explains_the_naive_version(refused):
 def test_exercise_1_explains_a_wrong_grad_with_the_numbers(rule, message, sent, refused):
     out = refused(check_exercise_1(_log_sigmoid_with(rule)))
     assert message in out and f"you send back {sent}" in out
-    assert "dy * sigmoid(-x) is [ 2.    , -0.9933,  0.25  ,  0.0201, -0.    ]" in out
+    assert "dy * sigmoid(-x) is [ 2.    , -0.9933,  0.25  ,  0.0201,  0.    ]" in out
 
 
 def test_exercise_1_reports_no_gradient_and_a_raising_answer(refused):
