@@ -15,6 +15,7 @@ naming the layer, when it cannot be:
 """
 from __future__ import annotations
 
+import re
 from typing import List, Optional, Tuple
 
 import keras
@@ -132,6 +133,10 @@ def layer_pairs(model, copy) -> List[tuple]:
     return [(old, new) for old, new in pairs if isinstance(old, keras.layers.Layer)]
 
 
+#: The names Keras gives a weight created without one (its variable class's name, made unique).
+_AUTO_NAME = re.compile(r"^variable(_\d+)?$")
+
+
 def weight_keys(layer) -> List[Tuple[str, int]]:
     """Each of ``layer``'s weights, in order, as (its path below the layer, its rank among equal paths).
 
@@ -140,8 +145,9 @@ def weight_keys(layer) -> List[Tuple[str, int]]:
     a layer's weights share (where it was built) are dropped, the variable's own name always kept, so
     a layer and its rebuilt copy give the same keys whatever the order they create their weights in
     (a float8-quantized ``Dense`` creates its scales before its kernel when built from its config,
-    after it when quantized). The rank tells apart weights of one path (``add_weight`` twice under
-    one name), in their order.
+    after it when quantized). A name Keras made up (``add_weight`` without a name: ``variable``,
+    ``variable_1``..., counted across the process, so a copy's differ) counts as ``variable``. The
+    rank tells apart weights of one path (those, or ``add_weight`` twice under one name), in their order.
 
     Example:
       >>> import keras
@@ -158,7 +164,7 @@ def weight_keys(layer) -> List[Tuple[str, int]]:
     seen: dict = {}
     keys = []
     for path in paths:
-        below = "/".join(path[shared:])
+        below = "/".join(path[shared:-1] + [_AUTO_NAME.sub("variable", path[-1])])
         keys.append((below, seen.get(below, 0)))
         seen[below] = seen.get(below, 0) + 1
     return keys

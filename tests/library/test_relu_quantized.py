@@ -274,3 +274,29 @@ def test_a_layer_its_config_does_not_describe_is_still_refused_naming_it(case, m
     assert _mode_of(model.layers[1]) == mode
     with pytest.raises(ValueError, match=message):
         with_relu_gradient(model, "guided")
+
+
+class _Unnamed(keras.layers.Layer):
+    """Two weights created without a name: Keras names them variable_<n>, counted across the process."""
+
+    def build(self, input_shape):
+        self.scale = self.add_weight(shape=(input_shape[-1],), initializer=keras.initializers.RandomNormal(seed=9))
+        self.shift = self.add_weight(shape=(input_shape[-1],), initializer=keras.initializers.RandomNormal(seed=10))
+
+    def call(self, x):
+        return x * self.scale + self.shift
+
+
+@pytest.mark.parametrize("mode", [_mode_param("float8")])
+def test_weights_keras_named_are_matched_in_their_order(mode):
+    """The copy's unnamed weights get other made-up names (variable_7 for variable_3): still copied, in order."""
+    inputs = keras.Input((8,))
+    hidden = keras.layers.Dense(8, activation="relu", **_init(9))(inputs)
+    model = keras.Model(inputs, _Unnamed(name="unnamed")(hidden))
+    quantize(model, mode)
+    copy = with_relu_gradient(model, "deconvnet")
+    old, new = model.get_layer("unnamed"), copy.get_layer("unnamed")
+    assert [w.path for w in old.weights] != [w.path for w in new.weights]     # the made-up names differ
+    assert all(_same_bits(a, b) for a, b in zip(old.get_weights(), new.get_weights()))
+    x = _inputs("Dense, ReLU()", seed=2)[0]
+    assert _same_bits(copy(x), model(x))
