@@ -64,10 +64,13 @@ install: $(STAMP)
 lab: install
 	JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter $(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
 
-# ruff over the package, tests, benchmarks, tools and notebooks (rules in pyproject.toml), then the
-# notebook rules (tools/nblint.py; --stats for the size table) and the storage check (tools/nbfmt.py).
+# ruff over the package, tests, benchmarks, tools and notebooks (rules in pyproject.toml), the layering
+# of gradlab's modules (import-linter's contracts in pyproject.toml; --no-cache writes nothing into the
+# checkout), then the notebook rules (tools/nblint.py; --stats for the size table) and the storage
+# check (tools/nbfmt.py).
 lint: install
 	$(VENV)/bin/ruff check gradlab tests benchmarks tools notebooks
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) tools/nblint.py
 	$(PY) tools/nbfmt.py --check
 

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from gradlab import _relu_sites
 from gradlab import _surgery as surgery
-from gradlab.layers import ReLUGradient, ReLUGradientActivation
+from gradlab._relu_layers import ReLUGradient, ReLUGradientActivation
 
 
 def copy_with_rule(model: keras.Model, rule: str, alpha: float) -> keras.Model:

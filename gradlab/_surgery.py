@@ -6,7 +6,8 @@ by layer (``keras.models.clone_model``); these helpers make each layer's copy fa
 naming the layer, when it cannot be:
 
 * :func:`rebuilt`: a new layer from ``get_config()``, with the original's name and dtype policy;
-* :func:`copy_weights`: the original's weights, value for value, refused where the shapes differ;
+* :func:`copy_weights`: the original's weights, value for value, matched by path (:func:`weight_keys`),
+  refused where the paths or shapes differ;
 * :func:`check_policies`: refuses a rebuilt layer whose sublayers compute in another dtype;
 * :func:`swap` and :func:`replace_sublayer`: set an attribute of a *built* layer (whose tracker
   refuses new state) and keep its list of tracked sublayers right;
@@ -14,7 +15,8 @@ naming the layer, when it cannot be:
 """
 from __future__ import annotations
 
-from typing import List, Optional
+import re
+from typing import List, Optional, Tuple
 
 import keras
 
@@ -131,23 +133,73 @@ def layer_pairs(model, copy) -> List[tuple]:
     return [(old, new) for old, new in pairs if isinstance(old, keras.layers.Layer)]
 
 
+#: The names Keras gives a weight created without one (its variable class's name, made unique).
+_AUTO_NAME = re.compile(r"^variable(_\d+)?$")
+
+
+def weight_keys(layer) -> List[Tuple[str, int]]:
+    """Each of ``layer``'s weights, in order, as (its path below the layer, its rank among equal paths).
+
+    A Keras 3 variable's ``path`` is the name scopes it was created in: ``dense/kernel``, or
+    ``sequential/dense/kernel`` for a layer built inside a Sequential model. The leading scopes all of
+    a layer's weights share (where it was built) are dropped, the variable's own name always kept, so
+    a layer and its rebuilt copy give the same keys whatever the order they create their weights in
+    (a float8-quantized ``Dense`` creates its scales before its kernel when built from its config,
+    after it when quantized). A name Keras made up (``add_weight`` without a name: ``variable``,
+    ``variable_1``..., counted across the process, so a copy's differ) counts as ``variable``. The
+    rank tells apart weights of one path (those, or ``add_weight`` twice under one name), in their order.
+
+    Example:
+      >>> import keras
+      >>> from gradlab._surgery import weight_keys
+      >>> dense = keras.layers.Dense(2, name="dense")
+      >>> dense.build((None, 3))
+      >>> weight_keys(dense)
+      [('kernel', 0), ('bias', 0)]
+    """
+    paths = [weight.path.split("/") for weight in layer.weights]
+    shared = 0
+    while paths and shared < min(map(len, paths)) - 1 and len({tuple(p[:shared + 1]) for p in paths}) == 1:
+        shared += 1
+    seen: dict = {}
+    keys = []
+    for path in paths:
+        below = "/".join(path[shared:-1] + [_AUTO_NAME.sub("variable", path[-1])])
+        keys.append((below, seen.get(below, 0)))
+        seen[below] = seen.get(below, 0) + 1
+    return keys
+
+
+def _undescribed(layer, how: str) -> CannotCopy:
+    """The refusal of a layer whose rebuilt copy's weights differ from its own (``how``)."""
+    return CannotCopy(
+        f"layer {layer.name!r} ({type(layer).__name__}) cannot be copied: rebuilt from its config it "
+        f"{how}, so its get_config() does not describe it. Give it a get_config() that returns every "
+        "argument of its __init__."
+    )
+
+
 def copy_weights(model, copy) -> None:
     """Sets every layer of ``copy`` to the weights of its original in ``model``, value for value.
 
+    Weights are matched by path below the layer (:func:`weight_keys`), not by position: a layer
+    rebuilt from its config may create the same weights in another order.
+
     Raises:
-      CannotCopy: naming the layer, if a rebuilt layer's weights differ in number or shape from
+      CannotCopy: naming the layer, if a rebuilt layer's weights differ in paths or shapes from
         the original's (its config does not describe it).
     """
     for old, new in layer_pairs(model, copy):
-        old_shapes = [tuple(w.shape) for w in old.weights]
-        new_shapes = [tuple(w.shape) for w in new.weights]
+        old_keys, new_keys = weight_keys(old), weight_keys(new)
+        values = dict(zip(old_keys, old.get_weights()))
+        if sorted(old_keys) != sorted(new_keys):
+            paths = lambda keys: sorted(path for path, _ in keys)  # noqa: E731
+            raise _undescribed(old, f"has the weights {paths(new_keys)}, the original {paths(old_keys)}")
+        new_shapes = [tuple(weight.shape) for weight in new.weights]
+        old_shapes = [tuple(values[key].shape) for key in new_keys]   # in the copy's order
         if old_shapes != new_shapes:
-            raise CannotCopy(
-                f"layer {old.name!r} ({type(old).__name__}) cannot be copied: rebuilt from its config it "
-                f"has weights of shapes {new_shapes}, the original {old_shapes}, so its get_config() does "
-                "not describe it. Give it a get_config() that returns every argument of its __init__."
-            )
-        new.set_weights(old.get_weights())
+            raise _undescribed(old, f"has weights of shapes {new_shapes}, the original {old_shapes}")
+        new.set_weights([values[key] for key in new_keys])
 
 
 class GlobalPolicy:

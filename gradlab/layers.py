@@ -20,49 +20,19 @@ from __future__ import annotations
 
 import keras
 import numpy as np
-import tensorflow as tf
 
-from gradlab import _relu_sites
+from gradlab import _relu_surgery
 from gradlab import _validation as v
 from gradlab import ops
+from gradlab._layer_base import GradientLayer, number
+from gradlab._relu_layers import ReLUGradient, ReLUGradientActivation, check_rule
 
 __all__ = ["ScaleGradient", "ClipGradient", "ClipGradientNorm", "GradientReversal", "ReLUGradient",
            "ReLUGradientActivation", "with_relu_gradient"]
 
 
-def _number(value, name: str, *, positive: bool = False) -> float:
-    """A layer parameter as a Python float: it is stored in the layer's config (and .keras files).
-
-    Numbers, NumPy scalars and constant tensors are accepted; a variable or a symbolic tensor is
-    not, because its value could not be saved in the config.
-    """
-    value = v.scalar(value, name, positive=positive)
-    number = v.static_value(value)
-    if number is None:
-        raise TypeError(
-            f"{name} of a gradlab layer must be a number known when the layer is created (it is "
-            f"saved in the layer's config); got {v.describe(value)}. To change it during "
-            "training, call the op on a variable in your own layer instead, e.g. "
-            "gradlab.reverse_gradient(x, self.factor) with self.factor = self.add_weight(..., "
-            "trainable=False)."
-        )
-    return number
-
-
-class _GradientLayer(keras.layers.Layer):
-    """Shared plumbing of an elementwise layer (identity forward, or ReLU): masks pass through,
-    output shape = input shape."""
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.supports_masking = True
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
-
 @keras.saving.register_keras_serializable(package="gradlab")
-class ScaleGradient(_GradientLayer):
+class ScaleGradient(GradientLayer):
     """Identity forward; multiplies the gradient by ``factor`` (see :func:`gradlab.scale_gradient`).
 
     Args:
@@ -79,7 +49,7 @@ class ScaleGradient(_GradientLayer):
 
     def __init__(self, factor: float, **kwargs):
         super().__init__(**kwargs)
-        self.factor = _number(factor, "factor")
+        self.factor = number(factor, "factor")
 
     def call(self, inputs):
         return ops.scale_gradient(inputs, self.factor)
@@ -89,7 +59,7 @@ class ScaleGradient(_GradientLayer):
 
 
 @keras.saving.register_keras_serializable(package="gradlab")
-class ClipGradient(_GradientLayer):
+class ClipGradient(GradientLayer):
     """Identity forward; clips each gradient element to ``[clip_min, clip_max]``.
 
     See :func:`gradlab.clip_gradient`.
@@ -108,8 +78,8 @@ class ClipGradient(_GradientLayer):
 
     def __init__(self, clip_min: float, clip_max: float, **kwargs):
         super().__init__(**kwargs)
-        self.clip_min = _number(clip_min, "clip_min")
-        self.clip_max = _number(clip_max, "clip_max")
+        self.clip_min = number(clip_min, "clip_min")
+        self.clip_max = number(clip_max, "clip_max")
         v.check_clip_order(self.clip_min, self.clip_max)
 
     def call(self, inputs):
@@ -120,7 +90,7 @@ class ClipGradient(_GradientLayer):
 
 
 @keras.saving.register_keras_serializable(package="gradlab")
-class ClipGradientNorm(_GradientLayer):
+class ClipGradientNorm(GradientLayer):
     """Identity forward; rescales the gradient so its L2 norm is at most ``max_norm``.
 
     The norm is over the whole upstream tensor, batch included (see
@@ -138,7 +108,7 @@ class ClipGradientNorm(_GradientLayer):
 
     def __init__(self, max_norm: float, **kwargs):
         super().__init__(**kwargs)
-        self.max_norm = _number(max_norm, "max_norm", positive=True)
+        self.max_norm = number(max_norm, "max_norm", positive=True)
 
     def call(self, inputs):
         return ops.clip_gradient_norm(inputs, self.max_norm)
@@ -148,7 +118,7 @@ class ClipGradientNorm(_GradientLayer):
 
 
 @keras.saving.register_keras_serializable(package="gradlab")
-class GradientReversal(_GradientLayer):
+class GradientReversal(GradientLayer):
     """Identity forward; sends ``-factor * dy`` back (see :func:`gradlab.reverse_gradient`).
 
     ``factor`` can change during training without retracing: the layer keeps it in a
@@ -176,7 +146,7 @@ class GradientReversal(_GradientLayer):
 
     def __init__(self, factor: float = 1.0, **kwargs):
         super().__init__(**kwargs)
-        self._initial_factor = _number(factor, "factor")
+        self._initial_factor = number(factor, "factor")
         self._factor_weight = None
 
     def build(self, input_shape):
@@ -198,11 +168,11 @@ class GradientReversal(_GradientLayer):
 
     @factor.setter
     def factor(self, value: float) -> None:
-        number = _number(value, "factor")
+        checked = number(value, "factor")
         if self._factor_weight is None:
-            self._initial_factor = number
+            self._initial_factor = checked
         else:
-            self._factor_weight.assign(number)
+            self._factor_weight.assign(checked)
 
     def call(self, inputs):
         return ops.reverse_gradient(inputs, self._factor_weight.value)
@@ -212,111 +182,6 @@ class GradientReversal(_GradientLayer):
 
 
 # --- Changing what ReLU sends back, in a model you did not write ------------------------------
-
-_RELU_RULES = ("relu", "guided", "deconvnet", "leaky")
-
-
-def _check_rule(rule, alpha) -> float:
-    if not isinstance(rule, str):
-        raise TypeError(f"rule must be one of {', '.join(map(repr, _RELU_RULES))}; got {v.describe(rule)}.")
-    if rule not in _RELU_RULES:
-        raise ValueError(f"rule must be one of {', '.join(map(repr, _RELU_RULES))}; got {rule!r}.")
-    return _number(alpha, "alpha")
-
-
-@keras.saving.register_keras_serializable(package="gradlab")
-class ReLUGradientActivation:
-    """The activation function of :class:`ReLUGradient`: ``max(x, 0)`` forward, ``rule`` backward.
-
-    What :func:`with_relu_gradient` puts in ``activation=`` of ``Dense``, ``Conv2D``... It is
-    registered serializable, so the rule survives ``model.save("m.keras")`` + ``load_model``.
-
-    Args:
-      rule: one of ``"relu"``, ``"guided"``, ``"deconvnet"``, ``"leaky"`` (see :class:`ReLUGradient`).
-      alpha: the slope of the leaky gradient where ``x <= 0`` (used by ``"leaky"`` only).
-
-    Example:
-      >>> import keras, gradlab
-      >>> relu = gradlab.layers.ReLUGradientActivation("deconvnet")
-      >>> keras.layers.Dense(2, activation=relu).get_config()["activation"]["config"]
-      {'rule': 'deconvnet', 'alpha': 0.01}
-    """
-
-    def __init__(self, rule: str = "guided", alpha: float = 0.01):
-        self.rule, self.alpha = rule, _check_rule(rule, alpha)
-
-    def _backward(self, x, dy):
-        dy = tf.convert_to_tensor(dy)  # an IndexedSlices upstream (tf.gather) is summed first
-        zero = tf.zeros_like(dy)
-        if self.rule == "relu":      # the true derivative: dy where x > 0
-            return tf.where(x > 0, dy, zero)
-        if self.rule == "guided":    # guided backpropagation: also only positive dy
-            return tf.where((x > 0) & (dy > 0), dy, zero)
-        if self.rule == "deconvnet":  # the deconvnet rule: ReLU applied to dy, whatever x was
-            return tf.nn.relu(dy)
-        # leaky gradient; tf.constant rounds the Python float once to dy's dtype (tf.cast would
-        # make a float32 constant first: a float64 gradient got 0.10000000149 * dy for alpha 0.1)
-        return tf.where(x > 0, dy, tf.constant(self.alpha, dy.dtype) * dy)
-
-    def __call__(self, x):
-        @tf.custom_gradient
-        def relu(t):   # the op's name tells with_relu_gradient's check this ReLU follows the rule
-            return tf.nn.relu(t, name=_relu_sites.marker(self.rule)), lambda dy: self._backward(t, dy)
-        return relu(x)
-
-    def get_config(self) -> dict:
-        return {"rule": self.rule, "alpha": self.alpha}
-
-    @classmethod
-    def from_config(cls, config: dict) -> "ReLUGradientActivation":
-        return cls(**config)
-
-    def __repr__(self) -> str:
-        return f"ReLUGradientActivation(rule={self.rule!r}, alpha={self.alpha!r})"
-
-
-@keras.saving.register_keras_serializable(package="gradlab")
-class ReLUGradient(_GradientLayer):
-    """A ReLU, ``max(x, 0)``, whose backward pass follows ``rule`` (forward bitwise ``keras.layers.ReLU()``).
-
-    ::
-
-        forward:   y = max(x, 0)
-        backward:  "relu":      dL/dx = dy · 1[x > 0]          (the true derivative)
-                   "guided":    dL/dx = dy · 1[x > 0] · 1[dy > 0]
-                   "deconvnet": dL/dx = max(dy, 0)
-                   "leaky":     dL/dx = dy · (1 if x > 0 else alpha)
-
-    Args:
-      rule: one of ``"relu"``, ``"guided"``, ``"deconvnet"``, ``"leaky"``.
-      alpha: the slope of the leaky gradient where ``x <= 0`` (used by ``"leaky"`` only).
-      **kwargs: standard Keras layer arguments.
-
-    Example:
-      >>> import tensorflow as tf, gradlab
-      >>> x = tf.constant([-1.0, 2.0])
-      >>> with tf.GradientTape() as tape:
-      ...     tape.watch(x)
-      ...     y = gradlab.layers.ReLUGradient("leaky", alpha=0.1)(x)
-      >>> tape.gradient(y, x).numpy()
-      array([0.1, 1. ], dtype=float32)
-    """
-
-    def __init__(self, rule: str = "guided", alpha: float = 0.01, **kwargs):
-        super().__init__(**kwargs)
-        self._set_rule(rule, alpha)
-
-    def _set_rule(self, rule: str, alpha: float) -> None:
-        """Backpropagates ``rule`` from now on (with_relu_gradient retargets a copy); the config follows."""
-        self._relu = ReLUGradientActivation(rule, alpha)
-        self.rule, self.alpha = rule, self._relu.alpha
-
-    def call(self, inputs):
-        return self._relu(inputs)
-
-    def get_config(self):
-        return {**super().get_config(), "rule": self.rule, "alpha": self.alpha}
-
 
 def with_relu_gradient(model, rule: str = "guided", *, alpha: float = 0.01):
     """A copy of ``model`` whose every ReLU sends ``rule``'s gradient back; forward outputs unchanged.
@@ -385,8 +250,5 @@ def with_relu_gradient(model, rule: str = "guided", *, alpha: float = 0.01):
     """
     if not isinstance(model, keras.Model):
         raise TypeError(f"model must be a Keras model; got {v.describe(model)}.")
-    alpha = _check_rule(rule, alpha)
-    # The surgery builds this module's ReLU layers, so it imports this module: it is loaded here.
-    from gradlab import _relu_surgery
-
+    alpha = check_rule(rule, alpha)
     return _relu_surgery.copy_with_rule(model, rule, alpha)

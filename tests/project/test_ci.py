@@ -191,7 +191,7 @@ def test_the_oldest_library_leg_installs_the_oldest_stack_as_pinned():
 def _stub_venv(tmp_path: Path) -> tuple[Path, Path]:
     venv, log = tmp_path / "venv", tmp_path / "venv-calls.log"
     (venv / "bin").mkdir(parents=True)
-    for name in ("python", "ruff", "uv", "jupyter"):
+    for name in ("python", "ruff", "lint-imports", "uv", "jupyter"):
         _write(venv / "bin" / name, RECORD_STUB)
     log.touch()
     (venv / ".gradlab-installed").touch()  # newer than the pins: the install step has nothing to do
@@ -206,10 +206,11 @@ def _make(target: str, venv: Path, log: Path, *variables: str) -> list[str]:
     return log.read_text().splitlines()
 
 
-def test_make_lint_runs_ruff_the_notebook_linter_and_the_formatter_check(tmp_path):
+def test_make_lint_runs_ruff_the_import_contracts_the_notebook_linter_and_the_formatter_check(tmp_path):
     calls = _make("lint", *_stub_venv(tmp_path))
     ruff = [call.split() for call in calls if call.startswith("ruff check")]
     assert ruff and {"gradlab", "tests", "notebooks", "tools"} <= set(ruff[0]), calls
+    assert "lint-imports --no-cache" in calls, calls      # writes no cache into the checkout
     assert "python tools/nblint.py" in calls, calls
     assert "python tools/nbfmt.py --check" in calls, calls
 
