@@ -26,16 +26,8 @@ def _require_custom_gradient(fn, *args, what: str) -> None:
                      "with @tf.custom_gradient and a grad(dy).")
 
 
-@self_check
-def check_exercise_1(fn) -> str:
-    """Checks a stable ``log(sigmoid(x))`` written with ``tf.custom_gradient``: finite values, and
-    the gradient ``dy * sigmoid(-x)`` for an upstream ``dy`` that is not 1.
-
-    Autodiff of ``-softplus(-x)`` (``tf.math.log_sigmoid``) gives the same numbers, so the traced
-    graph must hold a custom gradient of the learner's own (not only one of gradlab's ops).
-    """
-    x = tf.constant([-200.0, -5.0, 0.0, 5.0, 200.0])
-    dy = tf.constant([2.0, -1.0, 0.5, 3.0, -2.0])
+def _check_exercise_1_case(fn, x, dy) -> str:
+    """One case of :func:`check_exercise_1`, on the given inputs; what "Correct!" shows."""
     with running():
         with tf.GradientTape() as tape:
             tape.watch(x)
@@ -51,6 +43,8 @@ def check_exercise_1(fn) -> str:
     if grad is None:
         raise NotYet("no gradient reaches x (tape.gradient returned None): did grad return None,\n"
                      "or does a tf.stop_gradient cut the path?")
+    if grad.shape != x.shape:
+        raise NotYet(f"x has shape {x.shape}, but grad sends back a gradient of shape {grad.shape}.")
     got, sig = grad.numpy(), tf.sigmoid(-x).numpy()
     expected = dy.numpy() * sig
     if np.allclose(got, expected, rtol=1e-6, atol=1e-6):
@@ -72,15 +66,24 @@ def check_exercise_1(fn) -> str:
 
 
 @self_check
-def check_exercise_2(fn) -> str:
-    """Checks a custom-gradient product ``x * w``: d/dx = dy * w and d/dw = dy * x, for a ``dy`` that is not 1.
+def check_exercise_1(fn) -> str:
+    """Checks a stable ``log(sigmoid(x))`` written with ``tf.custom_gradient``: finite values, and
+    the gradient ``dy * sigmoid(-x)`` for an upstream ``dy`` that is not 1.
 
-    Plain ``x * w`` gives the same numbers by autodiff, so the traced graph must hold a custom
-    gradient of the learner's own.
+    Autodiff of ``-softplus(-x)`` (``tf.math.log_sigmoid``) gives the same numbers, so the traced
+    graph must hold a custom gradient of the learner's own (not only one of gradlab's ops).
+
+    A second case with other inputs refuses an answer that hard-codes the first case's numbers.
     """
-    x = tf.constant([1.0, -2.0, 3.0])
-    w = tf.constant([0.5, 4.0, -1.0])
-    dy = tf.constant([2.0, -1.0, 10.0])
+    shown = _check_exercise_1_case(fn,
+                                   tf.constant([-200.0, -5.0, 0.0, 5.0, 200.0]), tf.constant([2.0, -1.0, 0.5, 3.0, -2.0]))
+    _check_exercise_1_case(fn,
+                           tf.constant([-150.0, -2.5, 0.5, 1.5, 120.0, -0.25]), tf.constant([-1.5, 0.75, 2.0, -3.0, 1.0, 4.0]))
+    return shown
+
+
+def _check_exercise_2_case(fn, x, w, dy) -> str:
+    """One case of :func:`check_exercise_2`, on the given inputs; what "Correct!" shows."""
     try:
         with running():
             with tf.GradientTape() as tape:
@@ -98,6 +101,8 @@ def check_exercise_2(fn) -> str:
     for name, got, want, other in (("x", gx, dy * w, "w"), ("w", gw, dy * x, "x")):
         if got is None:
             raise NotYet(f"no gradient reaches {name} (grad returned None for it).")
+        if got.shape != x.shape:
+            raise NotYet(f"{name} has shape {x.shape}, but grad sends it a gradient of shape {got.shape}.")
         got, want = got.numpy(), want.numpy()
         if np.allclose(got, want):
             continue
@@ -116,3 +121,22 @@ def check_exercise_2(fn) -> str:
                      f"Hint: {hint}")
     _require_custom_gradient(fn, x, w, what="product")
     return f"d/dx = {_show(gx)} = dy * w and d/dw = {_show(gw)} = dy * x."
+
+
+@self_check
+def check_exercise_2(fn) -> str:
+    """Checks a custom-gradient product ``x * w``: d/dx = dy * w and d/dw = dy * x, for a ``dy`` that is not 1.
+
+    Plain ``x * w`` gives the same numbers by autodiff, so the traced graph must hold a custom
+    gradient of the learner's own.
+
+    A second case with other inputs refuses an answer that hard-codes the first case's numbers.
+    """
+    shown = _check_exercise_2_case(fn,
+                                   tf.constant([1.0, -2.0, 3.0]), tf.constant([0.5, 4.0, -1.0]), tf.constant([2.0, -1.0, 10.0]))
+    _check_exercise_2_case(fn,
+                           tf.constant([-0.5, 2.5, 1.5, 4.0]), tf.constant([3.0, -1.5, 2.0, 0.25]),
+                           tf.constant([-4.0, 1.5, 0.5, 2.0]))
+    return shown
+
+

@@ -12,10 +12,12 @@ from papers.dann import reversal_factor
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
 EPOCHS, BATCHES = 2, 3          # exercise 1 trains 2 epochs of 3 batches: 6 steps
+#: Then 2 epochs of 4 batches: another ramp, so factors copied from a message fail.
+OTHER_EPOCHS, OTHER_BATCHES = 2, 4
 
 
-def _factors_seen(callback_class) -> list[float]:
-    """Trains a tiny model 2 epochs x 3 batches with the learner's callback; the factor before each step."""
+def _factors_seen(callback_class, epochs: int = EPOCHS, batches: int = BATCHES) -> list[float]:
+    """Trains a tiny model ``epochs`` x ``batches`` with the learner's callback; the factor before each step."""
     reversal = gradlab.layers.GradientReversal(0.0)
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2), reversal, keras.layers.Dense(1)])
     model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
@@ -25,30 +27,26 @@ def _factors_seen(callback_class) -> list[float]:
         def on_train_batch_begin(self, batch, logs=None):
             seen.append(reversal.factor)
 
-    callback = callback_class(reversal, EPOCHS * BATCHES)
-    x, y = np.ones((4 * BATCHES, 2), np.float32), np.zeros((4 * BATCHES, 1), np.float32)
-    model.fit(x, y, batch_size=4, epochs=EPOCHS, shuffle=False, verbose=0, callbacks=[callback, Recorder()])
+    callback = callback_class(reversal, epochs * batches)
+    x, y = np.ones((4 * batches, 2), np.float32), np.zeros((4 * batches, 1), np.float32)
+    model.fit(x, y, batch_size=4, epochs=epochs, shuffle=False, verbose=0, callbacks=[callback, Recorder()])
     return seen
 
 
-@self_check
-def check_exercise_1(callback_class) -> str:
-    """Checks a Keras callback ``RampFactor(reversal, total_steps)`` that sets ``reversal.factor`` to
-    the paper's ramp ``reversal_factor(step / total_steps)`` before every step, across epochs."""
-    steps = EPOCHS * BATCHES
+def _check_ramp(callback_class, epochs: int, batches: int) -> list[float]:
+    steps = epochs * batches
     expected = [reversal_factor(i / steps) for i in range(steps)]
     with running("training with your callback"):
-        seen = _factors_seen(callback_class)
-    shown = np.array(seen).round(4)
+        seen = _factors_seen(callback_class, epochs, batches)
     if len(seen) == steps and np.allclose(seen, expected, atol=1e-6):
-        return (f"Over {EPOCHS} epochs of {BATCHES} batches the factor before each step was\n"
-                f"{shown}: the paper's ramp over all {steps} steps.")
+        return seen
+    shown = np.array(seen).round(4)
     hint = ""
     if len(seen) != steps:
         hint = f"\nThe callback saw {len(seen)} steps, not {steps}: did fit run with your callback?"
     elif np.allclose(seen, seen[0]):
         hint = "\nThe factor never changed: assign reversal.factor in on_train_batch_begin."
-    elif np.allclose(seen[BATCHES:], seen[:BATCHES]):
+    elif np.allclose(seen[batches:], seen[:batches]):
         hint = ("\nIt starts again at the second epoch: fit's `batch` argument counts the batches of\n"
                 "the current epoch. Where can the callback get a step number that keeps counting across epochs?")
     elif np.allclose(seen[1:], expected[:-1]):
@@ -56,14 +54,51 @@ def check_exercise_1(callback_class) -> str:
                 "from the\nstep about to run.")
     elif np.allclose(seen, [reversal_factor((i + 1) / steps) for i in range(steps)]):
         hint = "\nEach value is one step early: the first step runs at p = 0 / total_steps; count from 0."
-    elif all(np.allclose(seen[e * BATCHES:(e + 1) * BATCHES], seen[e * BATCHES]) for e in range(EPOCHS)):
+    elif all(np.allclose(seen[e * batches:(e + 1) * batches], seen[e * batches]) for e in range(epochs)):
         hint = "\nIt changes only once an epoch: set it before every step (on_train_batch_begin)."
-    raise NotYet(f"over {EPOCHS} epochs of {BATCHES} batches ({steps} steps) the factor before each step was\n"
+    elif (epochs, batches) != (EPOCHS, BATCHES):
+        hint = "\nDoes your callback compute the ramp from total_steps, the number of steps it is given?"
+    raise NotYet(f"over {epochs} epochs of {batches} batches ({steps} steps) the factor before each step was\n"
                  f"{shown}; the ramp is\n{np.array(expected).round(4)}.{hint}")
+
+
+@self_check
+def check_exercise_1(callback_class) -> str:
+    """Checks a Keras callback ``RampFactor(reversal, total_steps)`` that sets ``reversal.factor`` to
+    the paper's ramp ``reversal_factor(step / total_steps)`` before every step, across epochs
+    (2 epochs of 3 batches, then 2 of 4)."""
+    seen = _check_ramp(callback_class, EPOCHS, BATCHES)
+    _check_ramp(callback_class, OTHER_EPOCHS, OTHER_BATCHES)
+    return (f"Over {EPOCHS} epochs of {BATCHES} batches the factor before each step was\n"
+            f"{np.array(seen).round(4)}: the paper's ramp over all {EPOCHS * BATCHES} steps "
+            f"(and over {OTHER_EPOCHS * OTHER_BATCHES} steps too).")
 
 
 def _first(values) -> str:
     return str(np.round(np.asarray(values, np.float64).reshape(-1)[:3], 4) + 0.0)
+
+
+def _check_traced(domain_logits, reversal, domain_head, gradients) -> None:
+    """In a ``tf.function`` traced once, on other features: a change of ``reversal.factor`` between two
+    calls must change the features' gradient, without tracing again (as in a training step)."""
+    features = tf.constant(np.random.default_rng(1).normal(size=(4, 3)), tf.float32)
+    _, (plain, *_) = gradients(domain_head, features)
+    step = tf.function(lambda f: gradients(lambda t: domain_logits(t, reversal, domain_head), f)[1][0])
+    for factor in (0.5, 1.5):
+        reversal.factor = factor
+        with running(f"inside a tf.function, with reversal.factor {factor}, domain_logits"):
+            got = step(features)
+        if got is None or not np.allclose(got, -factor * plain.numpy(), atol=1e-7):
+            frozen = got is not None and np.allclose(got, -0.5 * plain.numpy(), atol=1e-7)
+            raise NotYet(f"inside a tf.function, after reversal.factor changed to {factor}, the features receive\n"
+                         f"{_first(got) if got is not None else None} (first entries);\nexpected -{factor} times "
+                         f"the plain gradient, {_first(-factor * plain.numpy())}." + (
+                             "\nThe factor was read once, as a Python number, while tracing (notebook 11, §3.1):\n"
+                             "use what the layer reads at every call, not reversal.factor." if frozen else ""))
+    if step.experimental_get_tracing_count() > 1:
+        raise NotYet(f"the gradient follows reversal.factor, but your function was traced "
+                     f"{step.experimental_get_tracing_count()} times inside one tf.function: the layer's "
+                     "factor is a variable,\nread at every call without tracing again.")
 
 
 @self_check
@@ -73,6 +108,8 @@ def check_exercise_2(domain_logits) -> str:
 
     It runs with the layer's factor at 0.5, then at 1.5: a reversal written by hand with a fixed
     factor, instead of the ``reversal`` layer passed in (whose factor the ramp changes), is refused.
+    Then inside one ``tf.function``, on other features, the factor changes between two calls: a
+    reversal that reads ``reversal.factor`` (a Python float, frozen at trace time) is refused.
     """
     keras.utils.set_random_seed(0)
     features = tf.constant(np.random.default_rng(0).normal(size=(4, 3)), tf.float32)
@@ -81,7 +118,7 @@ def check_exercise_2(domain_logits) -> str:
     reversal = gradlab.layers.GradientReversal(0.5)
     bce = keras.losses.BinaryCrossentropy(from_logits=True)
 
-    def gradients(logits_of):
+    def gradients(logits_of, features=features):
         with tf.GradientTape() as tape:
             tape.watch(features)
             logits = logits_of(features)
@@ -120,6 +157,7 @@ def check_exercise_2(domain_logits) -> str:
                 hint = f"\nThey get {ratio:.2f} times the plain gradient."
             raise NotYet(f"{setting}the features receive {np.asarray(g_features)[0]} (first row);\nthey should "
                          f"receive -{factor} times the plain gradient, {-factor * g_plain.numpy()[0]}.{hint}")
+    _check_traced(domain_logits, reversal, domain_head, gradients)
     return (f"The domain head gets its plain gradient (it learns to tell the domains apart),\n"
             f"and the features get it times -factor (0.5, then 1.5): {np.asarray(g_features)[0]} against\n"
             f"{g_plain.numpy()[0]} (first row), so the encoder learns to hide the domain.")

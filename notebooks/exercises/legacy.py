@@ -19,17 +19,8 @@ def _traced_overrides(fn, x) -> list[tuple[str, str]]:
         return []
 
 
-@self_check
-def check_exercise_1(fn) -> str:
-    """Checks fn(x) inside a tf.function: the value of relu(x), and the gradient of leaky ReLU(0.1).
-
-    ``tf.gradients`` runs with an upstream gradient other than ones, so a gradient function that
-    ignores ``grad`` is caught. The exercise practises the override map: a ``Relu`` op in the traced
-    graph must carry an overridden gradient, so a ``tf.custom_gradient`` or a stop_gradient trick
-    that reaches the same numbers is refused.
-    """
-    xs = tf.constant([-2.0, -0.5, 0.5, 2.0])
-    dy = tf.constant([2.0, -3.0, 0.5, 4.0])
+def _check_exercise_1_case(fn, xs, dy) -> str:
+    """One case of :func:`check_exercise_1`, on the given inputs; what "Correct!" shows."""
 
     @tf.function
     def run(x):
@@ -40,7 +31,7 @@ def check_exercise_1(fn) -> str:
         y, grad = run(xs)
     if y.shape != xs.shape or not np.array_equal(y.numpy(), tf.nn.relu(xs).numpy()):
         raise NotYet(f"the forward value must stay relu(x) = {tf.nn.relu(xs).numpy()}; you return {y.numpy()}.")
-    grad = np.zeros(4, np.float32) if grad is None else grad.numpy() + 0.0      # no -0.0 shown
+    grad = np.zeros(xs.shape, np.float32) if grad is None else grad.numpy() + 0.0      # no -0.0 shown
     upstream, positive = dy.numpy(), xs.numpy() > 0
     expected = upstream * np.where(positive, 1.0, 0.1).astype(np.float32)
     overrides = _traced_overrides(fn, xs)
@@ -68,15 +59,25 @@ def check_exercise_1(fn) -> str:
 
 
 @self_check
-def check_exercise_2(fn) -> str:
-    """Checks that fn(x) is an identity whose gradient is clip_by_value(dy, -0.1, 0.1), eagerly.
+def check_exercise_1(fn) -> str:
+    """Checks fn(x) inside a tf.function: the value of relu(x), and the gradient of leaky ReLU(0.1).
 
-    The exercise ports the legacy map to TF 2, so an answer that still overrides an op's gradient
-    with a map (wrapped in a ``tf.function``, where a tape outside it honours the map) is refused,
-    by the overrides in its traced graph.
+    ``tf.gradients`` runs with an upstream gradient other than ones, so a gradient function that
+    ignores ``grad`` is caught. The exercise practises the override map: a ``Relu`` op in the traced
+    graph must carry an overridden gradient, so a ``tf.custom_gradient`` or a stop_gradient trick
+    that reaches the same numbers is refused.
+
+    A second case with other inputs refuses an answer that hard-codes the first case's numbers.
     """
-    x = tf.constant([3.0, -1.0, 0.5, 2.0])
-    dy = tf.constant([1.0, -0.05, -4.0, 0.07])
+    shown = _check_exercise_1_case(fn,
+                                   tf.constant([-2.0, -0.5, 0.5, 2.0]), tf.constant([2.0, -3.0, 0.5, 4.0]))
+    _check_exercise_1_case(fn,
+                           tf.constant([-1.5, 0.25, -0.75, 3.0, 1.0]), tf.constant([-1.0, 2.5, 4.0, -0.5, 1.5]))
+    return shown
+
+
+def _check_exercise_2_case(fn, x, dy) -> str:
+    """One case of :func:`check_exercise_2`, on the given inputs; what "Correct!" shows."""
     with running():
         with tf.GradientTape() as tape:
             tape.watch(x)
@@ -88,6 +89,8 @@ def check_exercise_2(fn) -> str:
                         else ""))
     if grad is None:
         raise NotYet("no gradient reaches x. Did the forward pass go through NumPy?")
+    if grad.shape != x.shape:
+        raise NotYet(f"x has shape {x.shape}, but your grad sends back a gradient of shape {grad.shape}.")
     expected, got, upstream = np.clip(dy.numpy(), -0.1, 0.1), grad.numpy(), dy.numpy()
     said = f"for the upstream gradient {upstream} you send back {got}"
     if np.array_equal(got, upstream):
@@ -109,3 +112,22 @@ def check_exercise_2(fn) -> str:
                      "honours it; a tape inside one\n(Keras' fit) ignores it (section 4). Port it: "
                      "tf.custom_gradient or gradlab need no map.")
     return f"Eager, forward unchanged, upstream {upstream} clipped to {got}."
+
+
+@self_check
+def check_exercise_2(fn) -> str:
+    """Checks that fn(x) is an identity whose gradient is clip_by_value(dy, -0.1, 0.1), eagerly.
+
+    The exercise ports the legacy map to TF 2, so an answer that still overrides an op's gradient
+    with a map (wrapped in a ``tf.function``, where a tape outside it honours the map) is refused,
+    by the overrides in its traced graph.
+
+    A second case with other inputs refuses an answer that hard-codes the first case's numbers.
+    """
+    shown = _check_exercise_2_case(fn,
+                                   tf.constant([3.0, -1.0, 0.5, 2.0]), tf.constant([1.0, -0.05, -4.0, 0.07]))
+    _check_exercise_2_case(fn,
+                           tf.constant([-2.0, 0.25, 1.5, -0.5, 4.0]), tf.constant([-0.3, 0.02, 2.5, -0.09, -1.0]))
+    return shown
+
+

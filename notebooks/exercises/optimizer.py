@@ -11,10 +11,12 @@ from exercises._harness import NotYet, first_hint, running, self_check
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
-# Global norm 13 (halved by max_norm 6.5), then global norm 1.3 (left alone by max_norm 6.5).
+# Global norm 13 (halved by max_norm 6.5), global norm 1.3 (left alone by max_norm 2), then global
+# norm 6.5 (divided by 5 by max_norm 1.3): no max_norm written into the answer passes all three.
 _CASES = (
     ([[3.0, 4.0], [[0.0, 12.0]]], 6.5),
-    ([[0.3, 0.4], [[0.0, 1.2]]], 6.5),
+    ([[0.3, 0.4], [[0.0, 1.2]]], 2.0),
+    ([[1.5, 2.0], [[0.0, 6.0]]], 1.3),
 )
 #: The name scopes of tf.clip_by_global_norm and tf.linalg.global_norm (tf.global_norm) in a graph.
 _LIBRARY_SCOPE = re.compile(r"(?:^|/)(clip_by_global_norm|global_norm)(?:_\d+)?/")
@@ -120,7 +122,7 @@ def check_exercise_1(fn) -> str:
                      "The exercise asks you to compute the global norm and the factor yourself, from the\n"
                      "squares of the gradients' elements.")
     return ("One factor min(1, max_norm / global norm) for every tensor: gradients with global\n"
-            "norm 13 were halved, those with global norm 1.3 were left alone.")
+            "norm 13 were halved by max_norm 6.5, those with global norm 1.3 left alone by max_norm 2.")
 
 
 def _probe_variables(inputs: int, out_units: int) -> list:

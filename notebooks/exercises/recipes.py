@@ -4,78 +4,129 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from exercises._harness import NotYet, running, self_check
+from exercises._harness import NotYet, first_line, running, self_check
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
-#: Zero, negative and positive points; 0 is where a naive tf.where(x > 0, log(x), 0) fails. 1e-37
-#: (a normal float32) refuses an epsilon or a clamp (log(x + eps), log(max(x, eps))): any eps whose
-#: 1/eps is finite moves log there, and a smaller one makes the gradient at 0 infinite.
-POINTS = np.array([-2.0, -0.5, 0.0, 1e-37, 0.25, 1.0, 3.0], np.float32)
+#: The smallest normal float32, 2**-126 (about 1.2e-38).
+TINY = np.finfo(np.float32).tiny
+#: Zero, negative and positive points; 0 is where a naive tf.where(x > 0, log(x), 0) fails. 1e-37, 2e-38
+#: and TINY (normal float32) refuse an epsilon or a clamp (log(x + eps), log(max(x, eps))): any eps
+#: whose 1/eps is finite moves log there, and a smaller one makes the gradient at 0 infinite.
+POINTS = np.array([-2.0, -0.5, 0.0, 1e-37, 0.25, 1.0, 3.0, 2e-38, TINY], np.float32)
 #: An upstream gradient other than ones: a custom grad that forgets to multiply by dy shows.
-UPSTREAM = np.array([0.5, -2.0, 3.0, 1.0, 1.5, -0.25, 2.0], np.float32)
+UPSTREAM = np.array([0.5, -2.0, 3.0, 1.0, 1.5, -0.25, 2.0, -1.0, 0.75], np.float32)
 
 
-def _value_and_gradient(fn, x, jit_compile):
+def _second_case() -> tuple[np.ndarray, np.ndarray]:
+    """Other points (seeded), with subnormals, and another upstream: numbers copied from a message fail here.
+
+    TensorFlow on CPU flushes float32 subnormals to zero (eagerly and under XLA, ``tf.constant(1e-40) > 0``
+    is False), so for it they are 0: the expected values follow TensorFlow's own ``x > 0``.
+    """
+    rng = np.random.default_rng(13)
+    magnitudes = 10.0 ** rng.uniform(-37.5, 2.0, 6)
+    points = np.concatenate([magnitudes * [1, 1, 1, 1, -1, -1], [0.0, 1e-40, 1e-45, -1e-40]]).astype(np.float32)
+    return points, rng.uniform(-3.0, 3.0, points.size).astype(np.float32)
+
+
+def _value_and_gradient(fn, x, upstream, jit_compile):
     def run(x):
         with tf.GradientTape() as tape:
             tape.watch(x)
             y = tf.convert_to_tensor(fn(x))
-        return y, tape.gradient(y, x, output_gradients=tf.constant(UPSTREAM, y.dtype))
+        return y, tape.gradient(y, x, output_gradients=tf.constant(upstream, y.dtype))
     return tf.function(run, jit_compile=True)(x) if jit_compile else run(x)
 
 
-def _first_difference(got, want) -> int:
-    """The first point where ``got`` is off, preferring an ordinary one to 1e-37."""
+def _first_difference(points, got, want) -> int:
+    """The first point where ``got`` is off, preferring an ordinary one to a tiny one (below 1e-30)."""
     off = np.flatnonzero(~np.isclose(got, want, rtol=1e-6, atol=1e-7))
-    ordinary = [i for i in off if POINTS[i] != np.float32(1e-37)]
+    ordinary = [i for i in off if not 0 < abs(points[i]) < 1e-30]
     return int(ordinary[0] if ordinary else off[0])
+
+
+def _clamps(fn) -> list[float]:
+    """The constants ``fn`` clamps x at (``tf.maximum(x, c)``, ``tf.clip_by_value``), from its traced graph."""
+    try:
+        graph = tf.function(fn).get_concrete_function(tf.TensorSpec([None], tf.float32)).graph
+    except Exception:  # an answer that cannot be traced fails the XLA run anyway
+        return []
+    found = []
+    for op in graph.get_operations():
+        if op.type in ("Maximum", "ClipByValue"):
+            for tensor in op.inputs[1:]:
+                if tensor.op.type == "Const":
+                    found += tf.make_ndarray(tensor.op.get_attr("value")).ravel().tolist()
+    return found
+
+
+def _clamp_hint(fn) -> str:
+    """What a clamp in ``fn`` does wrong, or ""."""
+    clamps = [c for c in _clamps(fn) if c > 0]
+    if not clamps:
+        return ""
+    c = clamps[0]
+    flushed = (f"\nYour clamp {c:g} is below the smallest normal float32 ({TINY:.3g}): TensorFlow on CPU flushes\n"
+               "such a subnormal to zero, so max(x, c) is max(x, 0), and log's gradient at 0 is infinite."
+               if c < TINY else "")
+    return (f"{flushed}\nA clamp changes log x below it (max(x, c) gives log c for every smaller x): keep\n"
+            "log(x) exact, and give the unselected branch a safe input with a second tf.where.")
 
 
 @self_check
 def check_exercise_1(safe_log) -> str:
     """Checks ``safe_log``: log(x) for x > 0 and 0 elsewhere; gradient dy/x there and 0 elsewhere, eager and XLA.
 
-    Includes x = 1e-37, where an epsilon (``log(x + eps)``) or a clamp (``log(max(x, eps))``)
-    shows in the value: the exercise asks for the double where or a custom gradient, which keep
-    log x exact for every positive x.
+    Includes x = 1e-37, 2e-38 and the smallest normal float32, where an epsilon (``log(x + eps)``) or
+    a clamp (``log(max(x, eps))``) shows in the value, and a second seeded case with subnormals (which
+    TensorFlow flushes to zero) and another upstream. A clamp found in the traced graph is named,
+    also when its numbers pass: the exercise asks for the double where or a custom gradient, which
+    keep log x exact for every positive x.
     """
-    x = tf.constant(POINTS)
-    positive = POINTS > 0
-    value = np.where(positive, np.log(np.where(positive, POINTS, 1.0)), 0.0)
-    local = np.where(positive, 1.0 / np.where(positive, POINTS, 1.0), 0.0)
-    gradient = UPSTREAM * local
-    for mode, jit in (("eagerly", False), ("under jit_compile=True", True)):
-        with running(f"{mode}, your function", last=True):
-            y, g = _value_and_gradient(safe_log, x, jit)
-        y = y.numpy()
-        if y.shape != value.shape or not np.allclose(y, value, rtol=1e-6, atol=1e-7):
-            if y.shape != value.shape:
-                raise NotYet(f"{mode}, safe_log(x) has shape {y.shape}; x has shape {value.shape}.")
-            i = _first_difference(y, value)
-            hint = ""
-            if POINTS[i] == np.float32(1e-37):
-                hint = ("\nAn epsilon or a clamp changes log near 0. Keep log(x) exact: give the unselected "
+    for case, (points, upstream) in enumerate(((POINTS, UPSTREAM), _second_case())):
+        x = tf.constant(points)
+        positive = (x > 0).numpy()      # TensorFlow's own comparison: subnormals count as 0
+        value = np.where(positive, np.log(np.where(positive, points, 1.0)), 0.0)
+        local = np.where(positive, 1.0 / np.where(positive, points, 1.0), 0.0)
+        gradient = upstream * local
+        for mode, jit in (("eagerly", False), ("under jit_compile=True", True)):
+            mode = f"{mode}{' (other points)' if case else ''}"
+            with running(f"{mode}, your function", last=True):
+                y, g = _value_and_gradient(safe_log, x, upstream, jit)
+            y = y.numpy()
+            if y.shape != value.shape or not np.allclose(y, value, rtol=1e-6, atol=1e-7):
+                if y.shape != value.shape:
+                    raise NotYet(f"{mode}, safe_log(x) has shape {y.shape}; x has shape {value.shape}.")
+                i = _first_difference(points, y, value)
+                hint = ""
+                if 0 < points[i] < 1e-30:
+                    hint = _clamp_hint(safe_log) or (
+                        "\nAn epsilon or a clamp changes log near 0. Keep log(x) exact: give the unselected "
                         "branch\na safe input with a second tf.where (or write a custom gradient).")
-            elif POINTS[i] <= 0:
-                hint = "\nWhere x <= 0 the value is 0."
-            raise NotYet(f"{mode}, at x = {POINTS[i]:g} safe_log returns {y[i]:.6g}; expected "
-                         f"{'log(x) = ' if POINTS[i] > 0 else ''}{value[i]:.6g}.{hint}")
-        if g is None:
-            raise NotYet(f"{mode}, no gradient reaches x (tape.gradient returned None). "
-                         "Is the path to x cut by tf.stop_gradient?")
-        g = g.numpy()
-        if not np.isfinite(g).all():
-            bad = ", ".join(f"{p:g}" for p in POINTS[~np.isfinite(g)])
-            raise NotYet(f"{mode}, the gradient is NaN or infinite at x = {bad}. The unselected branch still "
-                         "sees x <= 0:\nwhat does the double where of section 2 give it instead?")
-        if not np.allclose(g, gradient, rtol=1e-6, atol=1e-7):
-            i = _first_difference(g, gradient)
-            said = (f"{mode}, with the upstream gradient dy = {UPSTREAM[i]:g} at x = {POINTS[i]:g}, x receives "
-                    f"{g[i]:.6g};\nexpected {gradient[i]:.6g} (dy / x for x > 0, 0 elsewhere).")
-            if np.allclose(g, local, rtol=1e-6, atol=1e-7):
-                raise NotYet(f"{said} The gradient is still 1/x: does your grad multiply by dy?")
-            raise NotYet(said)
+                elif points[i] <= 0 or not positive[i]:
+                    hint = "\nWhere x <= 0 the value is 0."
+                raise NotYet(f"{mode}, at x = {points[i]:g} safe_log returns {y[i]:.6g}; expected "
+                             f"{'log(x) = ' if positive[i] else ''}{value[i]:.6g}.{hint}")
+            if g is None:
+                raise NotYet(f"{mode}, no gradient reaches x (tape.gradient returned None). "
+                             "Is the path to x cut by tf.stop_gradient?")
+            g = g.numpy()
+            if not np.isfinite(g).all():
+                bad = ", ".join(f"{p:g}" for p in points[~np.isfinite(g)])
+                raise NotYet(f"{mode}, the gradient is NaN or infinite at x = {bad}." + (
+                    _clamp_hint(safe_log) or " The unselected branch still "
+                    "sees x <= 0:\nwhat does the double where of section 2 give it instead?"))
+            if not np.allclose(g, gradient, rtol=1e-6, atol=1e-7):
+                i = _first_difference(points, g, gradient)
+                said = (f"{mode}, with the upstream gradient dy = {upstream[i]:g} at x = {points[i]:g}, x receives "
+                        f"{g[i]:.6g};\nexpected {gradient[i]:.6g} (dy / x for x > 0, 0 elsewhere).")
+                if np.allclose(g, local, rtol=1e-6, atol=1e-7):
+                    raise NotYet(f"{said} The gradient is still 1/x: does your grad multiply by dy?")
+                raise NotYet(said)
+    hint = _clamp_hint(safe_log)
+    if hint:
+        raise NotYet(f"the numbers are right here, but your function clamps x.{hint}")
     return ("log(x) where x > 0, 0 elsewhere, and a finite gradient (1/x or 0) eagerly and under XLA.")
 
 
@@ -89,59 +140,95 @@ def _example_slices() -> tf.IndexedSlices:
     return tf.IndexedSlices(values, tf.constant([4, 1, 4, 4, 0, 1]), tf.constant(TABLE))
 
 
-def _table_sized_ops(one_row_per_id) -> list[str]:
-    """The op types in ``one_row_per_id``'s traced graph that build a tensor the size of the whole table.
+#: A second example: 5 rows looked up (ids 700, 3, 250) in a 1000 x 3 table, so that a tensor with as
+#: many rows as the largest id (an unsorted_segment_sum over max id + 1 segments) shows, as a dense copy does.
+LARGE_TABLE = (1000, 3)
 
-    The example is built inside the trace, so the table's shape is a constant and such a tensor
-    (``tf.convert_to_tensor`` of the slices, ``tf.scatter_nd`` into the dense shape...) has the
-    static shape ``TABLE``. An answer that cannot be traced gives no evidence: an empty list.
+
+def _large_slices() -> tf.IndexedSlices:
+    values = tf.constant(np.random.default_rng(3).uniform(-2.0, 2.0, (5, 3)).astype(np.float32))
+    return tf.IndexedSlices(values, tf.constant([700, 3, 700, 250, 3]), tf.constant(LARGE_TABLE))
+
+
+def _in_a_graph(one_row_per_id, example) -> tuple[list, tuple]:
+    """Runs ``one_row_per_id(example())`` as a graph; every intermediate tensor's shape, and the result.
+
+    Raises ``NotYet`` for an answer that runs only eagerly (``.numpy()``, NumPy): a gradient is
+    transformed inside a graph (a ``tf.function``, Keras' ``fit``), where it cannot run.
     """
+    graph = tf.Graph()
     try:
-        graph = tf.function(lambda: one_row_per_id(_example_slices()), autograph=False).get_concrete_function().graph
-    except Exception:  # an eager-only answer: it gave the right result; there is nothing to refuse it on
-        return []
-    return sorted({op.type for op in graph.get_operations()
-                   if any(out.shape.rank == 2 and out.shape.as_list() == list(TABLE) for out in op.outputs)})
+        with graph.as_default():
+            result = one_row_per_id(example())
+            parts = (result.values, result.indices, result.dense_shape)
+            tensors = [t for op in graph.get_operations() for t in op.outputs
+                       if t.dtype not in (tf.resource, tf.variant, tf.string)]
+        with tf.compat.v1.Session(graph=graph) as session:
+            values, merged = session.run((tensors, parts))
+    except Exception as error:
+        raise NotYet("the result is right, but your function cannot run in a graph (a tf.function, Keras' "
+                     f"fit),\nwhere gradients are transformed: {first_line(error, limit=70)}\n"
+                     "Does it call .numpy() or NumPy? Merge the rows with TensorFlow ops.") from error
+    return [(t.op.type, np.shape(v)) for t, v in zip(tensors, values)], merged
 
 
 @self_check
 def check_exercise_2(one_row_per_id) -> str:
     """Checks ``one_row_per_id``: an IndexedSlices with each index once and the same dense value.
 
-    The rows are merged without a dense copy of the table (the point of keeping IndexedSlices): an
-    answer whose traced graph builds a table-sized tensor is refused.
+    Two examples: 6 rows of an 8 x 2 table, then 5 rows of a 1000 x 3 table. The rows are merged
+    without a tensor as large as the table (the point of keeping IndexedSlices): the answer runs as
+    a graph on the second example, and a tensor with as many rows as the largest id looked up (a
+    dense copy, a scatter into the table, an unsorted_segment_sum over max id + 1 segments) is
+    refused, as is an answer that runs only eagerly (``.numpy()``).
     """
-    slices = _example_slices()
-    with running():
-        result = one_row_per_id(slices)
-        dense = tf.convert_to_tensor(result).numpy() if isinstance(result, tf.IndexedSlices) else None
-    if not isinstance(result, tf.IndexedSlices):
-        raise NotYet(f"return a tf.IndexedSlices (got {type(result).__name__}); a dense tensor would work "
-                     "but costs\nthe whole table's memory.")
-    want = tf.convert_to_tensor(slices).numpy()
-    if dense.shape != want.shape:
-        raise NotYet(f"the result's dense shape is {list(dense.shape)}; the table's is {list(want.shape)}: "
-                     "keep slices.dense_shape.")
-    if not np.allclose(dense, want):
-        row = int(np.flatnonzero(~np.isclose(dense, want).all(axis=1))[0])
-        count = int(np.sum(slices.indices.numpy() == row))
-        hint = (f"the {count} rows looked up for id {row} add up to {want[row]}: sum the repeated rows, "
-                "do not drop them." if count > 1 else "keep each id's row as it is.")
-        raise NotYet(f"the result's dense value differs from the input's: for id {row} it holds {dense[row]};\n{hint}")
-    indices = result.indices.numpy()
-    if len(set(indices.tolist())) != len(indices):
-        raise NotYet(f"the indices still repeat ({indices.tolist()}): one row per id.")
-    looked_up = sorted(set(slices.indices.numpy().tolist()))
-    if sorted(indices.tolist()) != looked_up:
-        raise NotYet(f"you return rows for ids {sorted(indices.tolist())}: return rows only for the ids looked "
-                     f"up ({looked_up});\nrows for every id cost the table's memory. tf.unique gives the ids, "
-                     "tf.math.unsorted_segment_sum\nadds their rows.")
-    table_sized = _table_sized_ops(one_row_per_id)
-    if table_sized:
-        raise NotYet(f"the result is right, but on the way your function builds a tensor the size of the whole "
-                     f"table,\n{list(TABLE)} ({', '.join(table_sized)}), as a dense copy does: that costs the "
-                     "table's memory, which\nIndexedSlices avoid. Merge the looked-up rows themselves: "
-                     "tf.unique on the indices,\ntf.math.unsorted_segment_sum on the values.")
-    norm, table_norm = float(np.linalg.norm(result.values.numpy())), float(np.linalg.norm(dense))
-    return (f"ids {sorted(indices.tolist())}, once each; the rows' norm {norm:.4f} is the table "
+    for example in (_example_slices, _large_slices):
+        slices = example()
+        rows, (height, width) = int(slices.indices.shape[0]), LARGE_TABLE
+        other = "" if example is _example_slices else f"for {rows} rows of a {height} x {width} table, "
+        with running(f"{other}your function" if other else "your function"):
+            result = one_row_per_id(slices)
+            dense = tf.convert_to_tensor(result).numpy() if isinstance(result, tf.IndexedSlices) else None
+        if not isinstance(result, tf.IndexedSlices):
+            raise NotYet(f"{other}return a tf.IndexedSlices (got {type(result).__name__}); a dense tensor would "
+                         "work but costs\nthe whole table's memory.")
+        want = tf.convert_to_tensor(slices).numpy()
+        if dense.shape != want.shape:
+            raise NotYet(f"{other}the result's dense shape is {list(dense.shape)}; the table's is {list(want.shape)}: "
+                         "keep slices.dense_shape.")
+        if not np.allclose(dense, want):
+            row = int(np.flatnonzero(~np.isclose(dense, want).all(axis=1))[0])
+            count = int(np.sum(slices.indices.numpy() == row))
+            hint = (f"the {count} rows looked up for id {row} add up to {want[row]}: sum the repeated "
+                    "rows, do not drop them." if count > 1 else "keep each id's row as it is.")
+            raise NotYet(f"{other}the result's dense value differs from the input's: for id {row} it holds "
+                         f"{dense[row]};\n{hint}")
+        indices = result.indices.numpy()
+        if len(set(indices.tolist())) != len(indices):
+            raise NotYet(f"{other}the indices still repeat ({indices.tolist()}): one row per id.")
+        looked_up = sorted(set(slices.indices.numpy().tolist()))
+        if sorted(indices.tolist()) != looked_up:
+            raise NotYet(f"{other}you return rows for ids {_ids(indices)}: return rows only for the ids "
+                         f"looked up ({looked_up});\nrows for every id cost the table's memory. tf.unique gives "
+                         "the ids, tf.math.unsorted_segment_sum\nadds their rows.")
+        if example is _example_slices:
+            first = (sorted(indices.tolist()), float(np.linalg.norm(result.values.numpy())), float(np.linalg.norm(dense)))
+    largest = max(looked_up)
+    shapes, _ = _in_a_graph(one_row_per_id, _large_slices)
+    large = [(op_type, shape) for op_type, shape in shapes if len(shape) >= 1 and shape[0] > largest]
+    if large:
+        op_type, shape = max(large, key=lambda found: found[1][0])
+        size = ("the size of the whole table" if shape[0] >= LARGE_TABLE[0] else
+                f"with a row for every id up to the largest one looked up ({largest})")
+        raise NotYet(f"the result is right, but for {int(slices.indices.shape[0])} rows of a {LARGE_TABLE[0]} x "
+                     f"{LARGE_TABLE[1]} table your function builds a tensor\n{size}, {list(shape)} ({op_type}):\n"
+                     "memory in proportion to the table, which IndexedSlices avoid. Merge the looked-up rows\n"
+                     "themselves, one segment per id looked up.")
+    ids, norm, table_norm = first
+    return (f"ids {ids}, once each; the rows' norm {norm:.4f} is the table "
             f"gradient's norm {table_norm:.4f}, so clipnorm now clips what you meant.")
+
+
+def _ids(indices) -> str:
+    ids = sorted(indices.tolist())
+    return str(ids) if len(ids) <= 10 else f"{ids[:8]}... ({len(ids)} ids)"

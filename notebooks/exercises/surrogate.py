@@ -6,7 +6,7 @@ import tensorflow as tf
 
 import gradlab
 
-from exercises._harness import NotYet, gradient_rules, running, self_check, shown
+from exercises._harness import NotYet, first_hint, gradient_rules, running, self_check, shown
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
@@ -61,65 +61,83 @@ def _require_custom_gradient(fn, x) -> None:
 def check_exercise_1(step_fn) -> str:
     """Checks ``step_fn``: forward exactly H(x); backward ``dy / (1 + (pi x)^2)`` for a random upstream
     ``dy``, from a custom gradient (a ``tf.stop_gradient`` trick reaches the same numbers without one)."""
-    x = tf.constant(np.linspace(-2.5, 2.5, 41, dtype=np.float32))
-    dy = tf.constant(np.random.default_rng(7).standard_normal(41).astype(np.float32))
-    with running():
-        with tf.GradientTape() as tape:
-            tape.watch(x)
-            y = tf.convert_to_tensor(step_fn(x))
-        sent = tape.gradient(y, x, output_gradients=dy)
-    _check_forward(x, y, "tf.cast(x > 0, x.dtype)")
-    if sent is None:
-        raise NotYet("no gradient reaches x, just like the plain step. Wrap the step in tf.custom_gradient.")
-    got, xs, dys = sent.numpy(), x.numpy(), dy.numpy()
-    bump = 1.0 / (1.0 + (np.pi * xs) ** 2)
-    expected = dys * bump
-    if np.allclose(got, expected, rtol=1e-5, atol=1e-6):
-        _require_custom_gradient(step_fn, x)
-        return "Forward exactly the step; backward dy / (1 + (pi x)^2), the arctan surrogate."
-    if np.allclose(got, bump, rtol=1e-5, atol=1e-6):
-        hint = ("your backward pass returns the surrogate itself: it ignores dy (the bug of notebook 01,\n"
-                "section 1). Multiply by dy.")
-    elif not got.any():
-        hint = "your grad sends back zeros (the starting point): send dy times the surrogate."
-    elif np.allclose(got, np.pi * expected, rtol=1e-5, atol=1e-6):
-        hint = ("you send pi times too much: the surrogate is the derivative of arctan(pi x) / pi,\n"
-                "and the 1/pi cancels the pi.")
-    elif np.allclose(got, dys, rtol=1e-5, atol=1e-6):
-        hint = "your grad returns dy unchanged (a straight-through identity): multiply dy by the surrogate."
-    else:
-        hint = "the backward pass must send dy / (1 + (pi x)^2)."
-    at = _where(~np.isclose(got, expected, rtol=1e-5, atol=1e-6))
-    raise NotYet(f"under a random upstream dy, x does not receive dy / (1 + (pi x)^2). For instance\n"
-                 f"at x        {_show(xs[at])}\nwith dy     {_show(dys[at])}\n"
-                 f"x receives  {_show(got[at])};\nexpected    {_show(expected[at])}.\nHint: {hint}")
+    other_points = np.random.default_rng(8)
+    cases = ((np.linspace(-2.5, 2.5, 41), np.random.default_rng(7).standard_normal(41)),
+             (other_points.uniform(-3.0, 3.0, 29), other_points.standard_normal(29)))  # copied numbers fail here
+    for case, (points, upstream) in enumerate(cases):
+        other = "on other points, " if case else ""
+        x, dy = tf.constant(points.astype(np.float32)), tf.constant(upstream.astype(np.float32))
+        with running():
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = tf.convert_to_tensor(step_fn(x))
+            sent = tape.gradient(y, x, output_gradients=dy)
+        _check_forward(x, y, "tf.cast(x > 0, x.dtype)")
+        if sent is None:
+            raise NotYet(f"{other}no gradient reaches x, just like the plain step. Wrap the step in "
+                         "tf.custom_gradient.")
+        if sent.shape != x.shape:
+            raise NotYet(f"{other}x has shape {x.shape}, but your grad sends a gradient of shape {sent.shape}.")
+        got, xs, dys = sent.numpy(), x.numpy(), dy.numpy()
+        bump = 1.0 / (1.0 + (np.pi * xs) ** 2)
+        expected = dys * bump
+        if np.allclose(got, expected, rtol=1e-5, atol=1e-6):
+            continue
+        if np.allclose(got, bump, rtol=1e-5, atol=1e-6):
+            hint = ("your backward pass returns the surrogate itself: it ignores dy (the bug of notebook 01,\n"
+                    "section 1). Multiply by dy.")
+        elif not got.any():
+            hint = "your grad sends back zeros (the starting point): send dy times the surrogate."
+        elif np.allclose(got, np.pi * expected, rtol=1e-5, atol=1e-6):
+            hint = ("you send pi times too much: the surrogate is the derivative of arctan(pi x) / pi,\n"
+                    "and the 1/pi cancels the pi.")
+        elif np.allclose(got, dys, rtol=1e-5, atol=1e-6):
+            hint = "your grad returns dy unchanged (a straight-through identity): multiply dy by the surrogate."
+        else:
+            hint = "the backward pass must send dy / (1 + (pi x)^2)."
+        at = _where(~np.isclose(got, expected, rtol=1e-5, atol=1e-6))
+        raise NotYet(f"{other}under a random upstream dy, x does not receive dy / (1 + (pi x)^2). For instance\n"
+                     f"at x        {_show(xs[at])}\nwith dy     {_show(dys[at])}\n"
+                     f"x receives  {_show(got[at])};\nexpected    {_show(expected[at])}.\nHint: {hint}")
+    _require_custom_gradient(step_fn, x)
+    return "Forward exactly the step; backward dy / (1 + (pi x)^2), the arctan surrogate."
 
 
 @self_check
 def check_exercise_2(fixed_fn) -> str:
     """Checks the repaired ``non_differentiable`` with ``gradlab.check_gradient`` against the triangle
     reference; the repair keeps the custom gradient (a ``tf.stop_gradient`` trick is refused)."""
-    points = tf.constant([-1.5, -0.6, -0.1, 0.2, 0.7, 1.4])
-    dy = tf.constant([2.0, -1.0, 3.0, 0.5, -2.0, 4.0])
-    with running():
-        value = tf.convert_to_tensor(fixed_fn(points))
-        result = gradlab.check_gradient(fixed_fn, points, reference=triangle_reference)
-        with tf.GradientTape() as tape:
-            tape.watch(points)
-            y = tf.convert_to_tensor(fixed_fn(points))
-        sent = tape.gradient(y, points, output_gradients=dy)
-    _check_forward(points, value, "tf.cast(x > 0, x.dtype), as the source has it")
-    expected = triangle_reference(points, dy).numpy()
-    if sent is None:
-        raise NotYet("no gradient reaches x (tape.gradient returned None): keep the @tf.custom_gradient "
-                     "and its grad.")
-    table = (f"\nat x                    {_show(points)}\nwith dy                 {_show(dy)}\n"
-             f"x receives              {_show(sent)};\ndy * max(0, 1 - |x|) is {_show(expected)}.")
-    if not result.linear_in_upstream:
-        raise NotYet(f"the gradient still does not scale with the upstream gradient dy:{table}\n"
-                     "Hint: grad sends the same whatever dy is: what does it leave out? (notebook 01, section 1)")
-    if not result.ok:
-        raise NotYet(f"the gradient scales with dy but is not dy * max(0, 1 - |x|):{table}\n"
-                     "Hint: the source's triangle max(0, 1 - |x|) is the surrogate: grad sends dy times it.")
+    cases = (([-1.5, -0.6, -0.1, 0.2, 0.7, 1.4], [2.0, -1.0, 3.0, 0.5, -2.0, 4.0]),
+             ([-0.9, -0.3, 0.05, 0.45, 1.1, 2.0], [-1.5, 2.5, 1.0, -3.0, 0.5, 2.0]))   # copied numbers fail here
+    for case, (at_x, upstream) in enumerate(cases):
+        other = "on other points, " if case else ""
+        points, dy = tf.constant(at_x), tf.constant(upstream)
+        with running():
+            value = tf.convert_to_tensor(fixed_fn(points))
+            result = gradlab.check_gradient(fixed_fn, points, reference=triangle_reference)
+            with tf.GradientTape() as tape:
+                tape.watch(points)
+                y = tf.convert_to_tensor(fixed_fn(points))
+            sent = tape.gradient(y, points, output_gradients=dy)
+        _check_forward(points, value, "tf.cast(x > 0, x.dtype), as the source has it")
+        expected = triangle_reference(points, dy).numpy()
+        triangle = triangle_reference(points, tf.ones_like(dy)).numpy()
+        if sent is None:
+            raise NotYet(f"{other}no gradient reaches x (tape.gradient returned None): keep the @tf.custom_gradient "
+                         "and its grad.")
+        table = (f"\nat x                    {_show(points)}\nwith dy                 {_show(dy)}\n"
+                 f"x receives              {_show(sent)};\ndy * max(0, 1 - |x|) is {_show(expected)}.")
+        if not result.linear_in_upstream:
+            hint = first_hint(
+                (result.ignores_upstream,
+                 "grad sends the same whatever dy is: what does it leave out? (notebook 01, section 1)"),
+                (np.allclose(sent.numpy(), dy.numpy() + triangle, atol=1e-6),
+                 "grad adds the surrogate to dy: the chain rule multiplies dy by the local derivative."),
+                otherwise="the gradient changes with dy, but not in proportion: the chain rule multiplies dy by\n"
+                          "the local derivative (notebook 01, section 1).")
+            raise NotYet(f"{other}the gradient still does not scale with the upstream gradient dy:{table}\nHint: {hint}")
+        if not result.ok:
+            raise NotYet(f"{other}the gradient scales with dy but is not dy * max(0, 1 - |x|):{table}\n"
+                         "Hint: the source's triangle max(0, 1 - |x|) is the surrogate: grad sends dy times it.")
     _require_custom_gradient(fixed_fn, points)
     return f"check_gradient agrees (max error {result.max_error:.1e}) and the gradient is linear in dy."

@@ -102,3 +102,24 @@ def test_exercise_2_reports_a_missing_gradient_and_a_wrong_value(refused):
     assert "forward value must be x * w = [ 0.5, -8. , -3. ]; you return [1.5, 2. , 2. ]" in refused(
         check_exercise_2(lambda x, w: x + w)
     )
+
+
+def test_exercise_1_refuses_a_hard_coded_answer(refused):
+    """The first case's value and gradient, returned whatever x and dy are: the second case refuses them."""
+    x, dy = tf.constant([-200.0, -5.0, 0.0, 5.0, 200.0]), tf.constant([2.0, -1.0, 0.5, 3.0, -2.0])
+
+    @tf.custom_gradient
+    def hard_coded(t):
+        return -tf.nn.softplus(-x), lambda upstream: dy * tf.sigmoid(-x)
+    out = refused(check_exercise_1(hard_coded))
+    assert "at x = [-150.  ,   -2.5 ," in out
+
+
+def test_exercise_2_refuses_a_hard_coded_answer(refused):
+    x, w, dy = tf.constant([1.0, -2.0, 3.0]), tf.constant([0.5, 4.0, -1.0]), tf.constant([2.0, -1.0, 10.0])
+
+    @tf.custom_gradient
+    def hard_coded(a, b):
+        return a * b, lambda upstream: (dy * w, dy * x)
+    out = refused(check_exercise_2(hard_coded))
+    assert "x has shape (4,), but grad sends it a gradient of shape (3,)" in out

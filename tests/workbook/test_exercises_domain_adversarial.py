@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 import gradlab
@@ -120,3 +121,45 @@ def test_exercise_2_refuses_a_reversal_of_its_own_with_a_fixed_factor(refused):
     out = refused(check_exercise_2(lambda f, reversal, head: head(gradlab.reverse_gradient(f, 0.5))))
     assert "with reversal.factor set to 1.5" in out and "-1.5 times the plain gradient" in out
     assert "use the reversal layer passed in" in out
+
+
+class _HardCoded(keras.callbacks.Callback):
+    """The six factors of the 6-step ramp, copied: the 8-step training refuses them."""
+    def __init__(self, reversal, total_steps):
+        super().__init__()
+        self.reversal, self.step = reversal, 0
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.reversal.factor = reversal_factor(min(self.step, 5) / 6)
+        self.step += 1
+
+
+def test_exercise_1_refuses_a_hard_coded_ramp(refused):
+    out = refused(check_exercise_1(_HardCoded))
+    assert "over 2 epochs of 4 batches (8 steps)" in out and "from total_steps" in out
+
+
+def test_exercise_2_refuses_the_layers_factor_read_as_a_python_number(refused):
+    """Issue 39: reverse_gradient(f, reversal.factor) is right eagerly, but a tf.function freezes the float."""
+    out = refused(check_exercise_2(lambda f, reversal, head: head(gradlab.reverse_gradient(f, reversal.factor))))
+    assert "inside a tf.function, after reversal.factor changed to 1.5" in out
+    assert "read once, as a Python number, while tracing (notebook 11, §3.1)" in out
+
+
+def test_exercise_2_refuses_a_hard_coded_gradient(refused):
+    """The features' gradient of the first features, sent whatever the features: the traced probe refuses it."""
+    features = tf.constant(np.random.default_rng(0).normal(size=(4, 3)), tf.float32)
+    keras.utils.set_random_seed(0)
+    head = keras.layers.Dense(1)
+    with tf.GradientTape() as tape:
+        tape.watch(features)
+        loss = keras.losses.BinaryCrossentropy(from_logits=True)(tf.constant([[0.0], [0.0], [1.0], [1.0]]), head(features))
+    plain = tape.gradient(loss, features)
+
+    def hard_coded(f, reversal, head):
+        @tf.custom_gradient
+        def reverse(t):
+            return tf.identity(t), lambda dy: -reversal.factor * plain
+        return head(reverse(f))
+    out = refused(check_exercise_2(hard_coded))
+    assert out.startswith("Not yet: inside a tf.function, after reversal.factor changed to 0.5")

@@ -112,3 +112,17 @@ def test_exercise_2_explains_wrong_rules_and_values(refused):
     out = refused(check_exercise_2(lambda x: tf.clip_by_value(x, -0.1, 0.1)))
     assert "forward value" in out and "Clip the gradient, not the value" in out
     assert "forward value" in refused(check_exercise_2(lambda x: x + 1.0))
+
+
+def test_exercise_1_refuses_a_hard_coded_gradient(refused):
+    """The first case's gradient, sent whatever the upstream gradient: the second case refuses it."""
+    out = refused(check_exercise_1(_overriding(lambda op, grad: tf.constant([0.2, -0.3, 0.5, 4.0]))))
+    assert out.startswith("Not yet")
+
+
+def test_exercise_2_refuses_a_hard_coded_gradient(refused):
+    @tf.custom_gradient
+    def hard_coded(x):
+        return tf.identity(x), lambda dy: tf.constant([0.1, -0.05, -0.1, 0.07])
+    out = refused(check_exercise_2(hard_coded))
+    assert out.startswith("Not yet")

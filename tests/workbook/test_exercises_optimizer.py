@@ -47,7 +47,7 @@ def test_exercise_1_catches_a_clip_that_always_scales(refused):
         return [g * max_norm / global_norm for g in grads]
     out = refused(check_exercise_1(always))
     assert "global norm 1.3" in out and "expected [[0.3, 0.4], [[0.0, 1.2]]]" in out
-    assert "multiplied every tensor by 5.0000" in out and "forget the min(1, ...)" in out
+    assert "multiplied every tensor by 1.5385" in out and "forget the min(1, ...)" in out
 
 
 def test_exercise_1_names_a_missing_square_root_a_sum_of_norms_and_no_clip(refused):
@@ -109,3 +109,15 @@ def test_exercise_2_reports_wrong_lengths_shapes_none_and_raising_answers(refuse
     )
     assert "returned None" in refused(check_exercise_2(lambda grads, variables: None))
     assert "AttributeError" in refused(check_exercise_2(lambda grads, variables: variables.missing))
+
+
+def test_exercise_1_refuses_a_hard_coded_max_norm(refused):
+    """Issue 39: the cases use different max_norm values, so 6.5 written into the answer fails."""
+    out = refused(check_exercise_1(lambda grads, max_norm: _global_clip(grads, 6.5)))
+    assert "and max_norm 1.3 you return" in out
+
+
+def test_exercise_2_refuses_hard_coded_factors_by_position(refused):
+    """The factors 0.1, 0.1, 1, 1 of the first model's variable order, whatever the variables: refused."""
+    out = refused(check_exercise_2(lambda grads, variables: [g * f for g, f in zip(grads, (0.1, 0.1, 1.0, 1.0))]))
+    assert "with the variables in another order (out/ first)" in out

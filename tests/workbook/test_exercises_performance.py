@@ -88,3 +88,10 @@ def test_exercise_2_explains_wrong_values_and_gradients(refused):
     assert "dy = [1. 2. 3. 4.]... x receives [1. 1. 1. 1.]" in out and "does it pass dy on" in out
     out = refused(check_exercise_2(lambda x: gradlab.straight_through(tf.round(x * 2.0) / 2.0, x)))
     assert "values differ" in out and "you return -2, expected -1.75" in out
+
+
+def test_exercise_1_refuses_a_hard_coded_ratio(refused):
+    """The first log's ratio, returned for any log: the second log ("clip") refuses it."""
+    from exercises.performance import _fair_ratio_reference, _made_up_log
+    ratio = _fair_ratio_reference(_made_up_log(1, "scale"), "scale")
+    assert 'fair_ratio(log, "clip") is' in refused(check_exercise_1(lambda log, technique: ratio))

@@ -37,12 +37,49 @@ def test_exercise_1_refuses_an_epsilon_or_a_clamp(refused):
     out = refused(check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(x + 1e-8), 0.0)))
     assert "at x = 1e-37 safe_log returns -18.4207; expected log(x) = -85.1956" in out
     assert "An epsilon or a clamp changes log near 0" in out
+    assert "A clamp changes log x below it" in refused(
+        check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(tf.maximum(x, 1e-30)), 0.0)))
     assert "returns -69.0776; expected log(x) = -85.1956" in refused(
         check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(tf.maximum(x, 1e-30)), 0.0))
     )
     assert "NaN or infinite at x = 0" in refused(
         check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(x + 1e-38), 0.0))
     )  # an eps too small for 1/eps
+
+
+def test_exercise_1_refuses_a_clamp_just_above_or_at_the_smallest_normal(refused):
+    """Issue 39: a clamp at 1e-37 or 2e-38 changes log x below it, which the smallest normals show."""
+    out = refused(check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(tf.maximum(x, 1e-37)), 0.0)))
+    assert "at x = 2e-38 safe_log returns -85.1956; expected log(x) = -86.8051" in out
+    assert "A clamp changes log x below it" in out
+    out = refused(check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(tf.maximum(x, 2e-38)), 0.0)))
+    assert "at x = 1.17549e-38 safe_log returns -86.8051; expected log(x) = -87.3365" in out
+    assert "A clamp changes log x below it" in out
+    tiny = float(np.finfo(np.float32).tiny)    # exact for every normal x: the graph shows the clamp
+    out = refused(check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(tf.maximum(x, tiny)), 0.0)))
+    assert "the numbers are right here, but your function clamps x" in out and "A clamp changes log x" in out
+
+
+def test_exercise_1_names_a_subnormal_clamp_flushed_to_zero(refused):
+    """1e-38 is a subnormal float32, which TensorFlow on CPU flushes to zero: the clamp is max(x, 0)."""
+    assert not (tf.constant(1e-38) > 0).numpy() and not (tf.constant(1e-40) > 0).numpy()   # measured: flushed
+    out = refused(check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(tf.maximum(x, 1e-38)), 0.0)))
+    assert "the gradient is NaN or infinite at x = 0.\nYour clamp 1e-38 is below the smallest normal float32" in out
+    assert "flushes\nsuch a subnormal to zero, so max(x, c) is max(x, 0)" in out
+    assert "unselected branch still sees" not in out
+
+
+def test_exercise_1_refuses_a_hard_coded_answer(refused):
+    """The first case's values and gradients, returned whatever x is: the second, seeded case refuses them."""
+    from exercises.recipes import POINTS, UPSTREAM
+    value = _double_where_log(tf.constant(POINTS))
+    gradient = tf.constant(UPSTREAM / np.where(POINTS > 0, POINTS, np.inf))
+
+    @tf.custom_gradient
+    def hard_coded(x):
+        return tf.identity(value), lambda dy: tf.identity(gradient)
+    out = refused(check_exercise_1(hard_coded))
+    assert out.startswith("Not yet: eagerly (other points), safe_log(x) has shape (9,); x has shape (10,).")
 
 
 def test_exercise_1_explains_wrong_values_and_gradients(refused):
@@ -76,12 +113,7 @@ def test_exercise_2_accepts_merged_rows(accepted):
     out = accepted(check_exercise_2(_one_row_per_id))
     assert out.startswith("Correct!") and "ids [0, 1, 4]" in out
 
-    def in_numpy(slices):                       # eagerly, no table-sized tensor: fine
-        ids, position = np.unique(slices.indices.numpy(), return_inverse=True)
-        values = np.zeros((len(ids), 2), np.float32)
-        np.add.at(values, position, slices.values.numpy())
-        return tf.IndexedSlices(tf.constant(values), tf.constant(ids), slices.dense_shape)
-    assert check_exercise_2(in_numpy).passed is True
+    assert check_exercise_2(tf.function(_one_row_per_id)).passed is True
 
 
 def test_exercise_2_refuses_a_dense_copy_of_the_table(refused):
@@ -90,13 +122,41 @@ def test_exercise_2_refuses_a_dense_copy_of_the_table(refused):
         ids, _ = tf.unique(slices.indices)
         return tf.IndexedSlices(tf.gather(tf.convert_to_tensor(slices), ids), ids, slices.dense_shape)
     out = refused(check_exercise_2(via_dense))
-    assert "builds a tensor the size of the whole table,\n[8, 2] (UnsortedSegmentSum)" in out
+    assert "builds a tensor\nthe size of the whole table, [1000, 3] (UnsortedSegmentSum)" in out
 
     def via_scatter(slices):
         ids, _ = tf.unique(slices.indices)
         table = tf.scatter_nd(tf.expand_dims(slices.indices, 1), slices.values, slices.dense_shape)
         return tf.IndexedSlices(tf.gather(table, ids), ids, slices.dense_shape)
-    assert "[8, 2] (ScatterNd)" in refused(check_exercise_2(via_scatter))
+    assert "[1000, 3] (ScatterNd)" in refused(check_exercise_2(via_scatter))
+
+
+def test_exercise_2_refuses_a_segment_sum_as_large_as_the_largest_id(refused):
+    def by_largest_id(slices):
+        summed = tf.math.unsorted_segment_sum(slices.values, slices.indices, tf.reduce_max(slices.indices) + 1)
+        ids, _ = tf.unique(slices.indices)
+        return tf.IndexedSlices(tf.gather(summed, ids), ids, slices.dense_shape)
+    out = refused(check_exercise_2(by_largest_id))
+    assert "with a row for every id up to the largest one looked up (700), [701, 3] (UnsortedSegmentSum)" in out
+    assert "one segment per id looked up" in out
+
+
+def test_exercise_2_refuses_an_eager_answer_in_numpy(refused):
+    """It gives the right slices eagerly, but no gradient transformation inside a graph could run it."""
+    def in_numpy(slices):
+        ids, position = np.unique(slices.indices.numpy(), return_inverse=True)
+        values = np.zeros((len(ids), slices.values.shape[1]), np.float32)
+        np.add.at(values, position, slices.values.numpy())
+        return tf.IndexedSlices(tf.constant(values), tf.constant(ids), slices.dense_shape)
+    out = refused(check_exercise_2(in_numpy))
+    assert "cannot run in a graph (a tf.function, Keras' fit)" in out and "Does it call .numpy() or NumPy?" in out
+
+
+def test_exercise_2_refuses_a_hard_coded_answer(refused):
+    """The merged rows of the first example, returned whatever the slices: the second example refuses them."""
+    merged = _one_row_per_id(_example_slices())
+    out = refused(check_exercise_2(lambda slices: merged))
+    assert out.startswith("Not yet: for 5 rows of a 1000 x 3 table, the result's dense shape is [8, 2]")
 
 
 def test_exercise_2_explains_mistakes(refused):

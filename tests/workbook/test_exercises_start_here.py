@@ -88,3 +88,9 @@ def test_exercise_2_explains_wrong_predictions(answer, message, refused):
     out = refused(check_exercise_2(answer))
     assert out.startswith("Not yet") and message in out
     assert "2.0" not in out.replace(repr(answer), "")          # never the answer itself
+
+
+def test_exercise_1_refuses_a_hard_coded_factor_and_bound(refused):
+    """factor 3 and bound 1 of the first setting, whatever the arguments: the second setting refuses them."""
+    out = refused(check_exercise_1(custom_op(lambda dy, f, b: tf.clip_by_value(3.0 * dy, -1.0, 1.0))))
+    assert "with factor=-2.0, bound=0.5" in out

@@ -89,3 +89,26 @@ def test_exercise_2_refuses_a_triangle_without_a_custom_gradient(refused):
     assert "TensorFlow derived this gradient itself" in refused(
         check_exercise_2(lambda x: ramp(x) + tf.stop_gradient(heaviside(x) - ramp(x)))
     )
+
+
+def test_exercise_1_refuses_a_hard_coded_answer(refused):
+    """The first case's gradient, sent whatever x and dy are: the second case (other points) refuses it."""
+    xs = np.linspace(-2.5, 2.5, 41, dtype=np.float32)
+    sent = tf.constant(np.random.default_rng(7).standard_normal(41).astype(np.float32) / (1.0 + (np.pi * xs) ** 2))
+    out = refused(check_exercise_1(_step(lambda x, dy: sent)))
+    assert out.startswith("Not yet: on other points,")
+
+
+def test_exercise_2_gives_an_additive_rule_its_own_hint(refused):
+    """Issue 39: dy + max(0, 1 - |x|) changes with dy (it is only not linear in it): no "the same whatever dy is"."""
+    out = refused(check_exercise_2(_step(lambda x, dy: dy + tf.maximum(0.0, 1.0 - tf.abs(x)))))
+    assert "does not scale with the upstream gradient dy" in out
+    assert "grad adds the surrogate to dy: the chain rule multiplies dy by the local derivative." in out
+    assert "whatever dy is" not in out
+
+
+def test_exercise_2_refuses_a_hard_coded_triangle(refused):
+    """The triangle at the first case's points, times dy: linear in dy, but the other points refuse it."""
+    triangle = tf.constant([0.0, 0.4, 0.9, 0.8, 0.3, 0.0])
+    out = refused(check_exercise_2(_step(lambda x, dy: dy * triangle)))
+    assert out.startswith("Not yet: on other points, the gradient scales with dy but is not dy * max(0, 1 - |x|)")
