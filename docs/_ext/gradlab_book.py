@@ -6,7 +6,7 @@
   ``html_copy_source`` is off, so the staged copies are not published) and its "Show source" /
   "Suggest edit" buttons at ``blob/main/<staged path>``. Here each page's buttons point at its
   repository file (``gradlab_repository_paths``), and "Download" gives that file byte for byte,
-  copied into ``_sources/`` at its repository path: the real ``.ipynb`` (1.8 MB for all 14, no
+  copied into ``_sources/`` at its repository path: the real ``.ipynb`` (1.8 MB for all 15, no
   copies of the staged sources or ``.txt`` twins).
 - **Every image has alt text of its own**: an image whose alt is missing, empty or a file path
   (what HTML writers fall back to) is a warning, an error under ``-W``.

@@ -331,6 +331,7 @@ TAUGHT = {
     "notebooks/11_appendix_reference": ["tf.custom_gradient", "tf.stop_gradient", "keras.ops.stop_gradient"],
     "notebooks/12_domain_adversarial": ["tf.stop_gradient"],
     "notebooks/13_recipes": ["tf.custom_gradient", "tf.IndexedSlices"],
+    "notebooks/14_questions": ["tf.recompute_grad", "tf.vectorized_map", "tf.autodiff.ForwardAccumulator"],
     "execution_modes": ["tf.function", "tf.distribute.MirroredStrategy", "tf.saved_model.save", "keras.Input"],
     "api": ["tf.custom_gradient", "tf.GradientTape"],
 }
