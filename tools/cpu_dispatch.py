@@ -4,17 +4,20 @@ Stored outputs must not depend on the CPU. Some libraries pick their kernels whe
 what the CPU offers, and those kernels differ in their last bits or in the order of equal keys:
 
 - **NumPy** (``NPY_DISABLE_CPU_FEATURES``): sorting (so which of ``-0.0`` and ``+0.0`` ``np.unique``
-  keeps), and ``exp``, ``log1p``, ``sin``, ``tanh``... in float32. NumPy's own float32 ``sum``,
-  ``mean`` and ``std`` are scalar pairwise code: bitwise the same at every level measured.
+  keeps), and transcendental functions such as ``exp``, ``log``, ``log1p``, ``expm1``, ``sin``,
+  ``cos``, ``tanh``, ``arctan`` (float32, and float64 ``exp`` too). NumPy's own float32 and float64
+  ``sum``, ``mean`` and ``std`` are scalar pairwise code: bitwise the same at every level measured.
 - **OpenBLAS**, inside NumPy and SciPy (``OPENBLAS_CORETYPE``): ``np.dot`` and ``@`` in float32 and
   float64 change their last bits from one core type to another.
-- **oneDNN** (``ONEDNN_MAX_CPU_ISA``): TensorFlow's oneDNN kernels (off in the workbook through
-  ``TF_ENABLE_ONEDNN_OPTS=0``; capped anyway, for what still reaches them).
+- **oneDNN** (``ONEDNN_MAX_CPU_ISA``): TensorFlow's float32 ``MatMul``, ``BatchMatMul`` and
+  ``Conv2D`` call oneDNN's kernels even with ``TF_ENABLE_ONEDNN_OPTS=0`` (which only turns off
+  oneDNN's graph rewrites), and change their last bits between AVX-512, AVX2 and SSE4.1; float64
+  matmul and reductions such as ``reduce_sum`` do not.
 - **XLA's CPU backend** (``XLA_FLAGS=--xla_cpu_max_isa``): the code ``jit_compile=True`` generates.
 
-TensorFlow's own Eigen kernels are compiled for one instruction set when the wheel is built and do
-not dispatch, so no variable moves them; the nudge (``GRADLAB_NUDGE=1``) stands in for their
-blocking.
+The rest of TensorFlow's Eigen kernels are compiled for one instruction set when the wheel is built
+and do not dispatch, so no variable moves them; their cache-sized blocking can still differ from CPU
+to CPU, and the nudge (``GRADLAB_NUDGE=1``) stands in for that in trained numbers.
 
 Usage (the Makefile's ``CPU_CAP``; CI runs strict nbval under each cap)::
 
