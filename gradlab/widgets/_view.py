@@ -25,6 +25,21 @@ from gradlab.widgets._render import Renderer
 CSS_CLASS = "gradlab-explorer"
 
 
+def _widget_bundle(box: widgets.Widget, **kwargs) -> Optional[dict]:
+    """A widget's display bundle, on ipywidgets 8 and 7.
+
+    ipywidgets 8 builds it in ``Widget._repr_mimebundle_``. ipywidgets 7 (Colab ships 7.7.1) has no
+    such method: a widget displays itself through ``_ipython_display_``, with the same bundle, built
+    here from the widget's model id. None for a closed widget.
+    """
+    if hasattr(box, "_repr_mimebundle_"):
+        return box._repr_mimebundle_(**kwargs)
+    if box._view_name is None or box.comm is None:
+        return None
+    view = {"version_major": 2, "version_minor": 0, "model_id": box.model_id}
+    return {"text/plain": repr(box), "application/vnd.jupyter.widget-view+json": view}
+
+
 def _check_arguments(op, params, fn, plain, title, figsize, dpi) -> None:
     v.check_callable(op, "op")
     if fn is not None:
@@ -202,7 +217,7 @@ class Explorer:
     def _repr_mimebundle_(self, **kwargs):
         """The box's widget view, this explorer's repr, and a PNG of the current setting for
         frontends that cannot render widgets (GitHub, nbconvert without widget state)."""
-        bundle = self.box._repr_mimebundle_(**kwargs)
+        bundle = _widget_bundle(self.box, **kwargs)
         if bundle is None:
             return None
         bundle["text/plain"] = repr(self)

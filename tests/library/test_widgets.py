@@ -351,6 +351,14 @@ def test_display_bundle_has_the_widget_and_a_static_png_fallback(scale):
     assert not isinstance(scale, ipywidgets.Widget)  # it has a box; it is not one
 
 
+def test_display_bundle_on_ipywidgets_7(scale, monkeypatch):
+    """ipywidgets 7 (Colab's 7.7.1) has no Widget._repr_mimebundle_: the explorer builds the same bundle."""
+    expected = scale._repr_mimebundle_()
+    monkeypatch.delattr(ipywidgets.Widget, "_repr_mimebundle_")
+    assert not hasattr(scale.box, "_repr_mimebundle_")
+    assert scale._repr_mimebundle_() == expected
+
+
 def test_repr_is_short_and_stable():
     explorer = gw.straight_through_explorer("sign", "tanh")
     try:
