@@ -91,7 +91,9 @@ def check_exercise_2(modify, backward) -> str:
 
     Every norm must be at most 0.1, and none smaller than a clip to 0.1 at every layer leaves it: a
     modify that scales every gradient down (``scale_gradient(h, 1e-3)``) also keeps the norms below
-    0.1, but it is not a clip.
+    0.1, but it is not a clip. A second pass, with the gradient that reaches the top layer made 4 times
+    larger, refuses a modify that scales each layer by a factor fixed in advance (which can match the
+    first pass's clipped norms exactly).
     """
     plain = backward()
     names = list(plain["norms"])
@@ -123,6 +125,22 @@ def check_exercise_2(modify, backward) -> str:
                      f"to {bound} at every layer\nleaves {clipped[n]:.4f}: your modify shrinks the gradient "
                      f"more than a clip (a scale, or a smaller bound?).\nA clip to norm {bound} leaves a "
                      "gradient that is already within the bound as it is.")
+    # The second case: the gradient that reaches the top layer is made 4 times larger (scale_gradient on its
+    # output, above modify). A clip at every layer bounds whatever arrives; factors fixed in advance do not.
+    top, factor = len(names), 4.0
+
+    def scaled(inner):
+        return lambda h, i: gradlab.scale_gradient(inner(h, i), factor) if i == top else inner(h, i)
+    with running("backward(modify), with the gradient reaching the top layer scaled"):
+        again = backward(scaled(modify))["norms"]
+    reference = backward(scaled(lambda h, i: gradlab.clip_gradient_norm(h, bound)))["norms"]
+    off = [n for n in names if not np.isclose(again.get(n, 0.0), reference[n], rtol=1e-4)]
+    if off:
+        n = off[-1]  # the top-most: the backward pass reaches it first
+        raise NotYet(f"in a second pass, where the gradient that reaches {names[-1]} is {factor:g} times larger "
+                     f"(scale_gradient\non its output), {n} receives a gradient of norm {again.get(n, 0.0):.4f}, "
+                     f"where a clip to {bound} at every\nlayer leaves {reference[n]:.4f}. The first pass passed: "
+                     "does your modify clip the gradient it receives,\nor scale it by factors fixed in advance?")
     return ("Every layer now receives a gradient of norm at most 0.1:\n  "
             + ", ".join(f"{n} {v:.4f}" for n, v in result["norms"].items())
             + "\nThe forward pass is unchanged. Clipping at every layer takes one clip per layer.")

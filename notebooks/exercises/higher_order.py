@@ -141,18 +141,12 @@ def _hint(name, fn, x, u, result) -> str:
     return ""
 
 
-@self_check
-def check_exercise_2(jvp_by_transposing) -> str:
-    """Checks ``jvp_by_transposing(fn, x, u)`` against the transpose of reverse mode on five functions.
+def _check_exercise_2_case(jvp_by_transposing, x, u, first: dict) -> dict:
+    """One case of :func:`check_exercise_2`, at ``x`` with the tangent ``u``; returns the expected JVPs by name.
 
-    The right answer differentiates the VJP ``J^T w`` with respect to a watched ``w = 1`` (with
-    ``output_gradients=u``), which gives ``J u`` for every rule linear in ``dy``. A cumulative sum
-    (a Jacobian that is not diagonal) refuses "the gradient times u" and the VJP ``J^T u``; a
-    rule that is not linear in ``dy`` (section 8's ``clip_by_norm``), whose transpose is its
-    derivative at ``w = 1``, refuses answers that reach ``J u`` without transposing (a Jacobian).
+    ``first`` holds the first case's expected JVPs (empty for the first case itself): an answer that
+    returns them on the second case is told so.
     """
-    x = tf.constant([0.3, -0.6, 1.2])
-    u = tf.constant([1.0, 2.0, 3.0])
     w_hat = np.ones(3) / np.sqrt(3.0)
     cases = {
         "tf.sin": (tf.sin, np.cos(x.numpy()) * u.numpy()),
@@ -175,9 +169,32 @@ def check_exercise_2(jvp_by_transposing) -> str:
                          f"{result.shape}:\nthe JVP has the shape of y.")
         if not np.allclose(result, expected, rtol=1e-5, atol=1e-6):
             hint = _hint(name, fn, x, u, result)
+            if not hint and name in first and np.allclose(result, first[name], rtol=1e-5, atol=1e-6):
+                hint = ("That is the JVP at the first x and u, which passed: compute it from the fn, x and u "
+                        "you are given.")
             raise NotYet(f"on {name}, at x = {x.numpy()} with u = {u.numpy()},\nyou get "
                          f"{np.round(result, 4) + 0.0}; the transpose of reverse mode is {np.round(expected, 4) + 0.0}."
                          + (f"\n{hint}" if hint else ""))
+    return {name: expected for name, (fn, expected) in cases.items()}
+
+
+@self_check
+def check_exercise_2(jvp_by_transposing) -> str:
+    """Checks ``jvp_by_transposing(fn, x, u)`` against the transpose of reverse mode on five functions.
+
+    The right answer differentiates the VJP ``J^T w`` with respect to a watched ``w = 1`` (with
+    ``output_gradients=u``), which gives ``J u`` for every rule linear in ``dy``. A cumulative sum
+    (a Jacobian that is not diagonal) refuses "the gradient times u" and the VJP ``J^T u``; a
+    rule that is not linear in ``dy`` (section 8's ``clip_by_norm``), whose transpose is its
+    derivative at ``w = 1``, refuses answers that reach ``J u`` without transposing (a Jacobian).
+    A second case, at another x with another u, refuses an answer that returns the first case's numbers.
+    """
+    x = tf.constant([0.3, -0.6, 1.2])
+    u = tf.constant([1.0, 2.0, 3.0])
+    first = _check_exercise_2_case(jvp_by_transposing, x, u, {})
+    rng = np.random.default_rng(15)                                    # copied numbers fail here
+    _check_exercise_2_case(jvp_by_transposing, tf.constant(np.round(rng.uniform(-1.5, 1.5, 3), 2), tf.float32),
+                           tf.constant(np.round(rng.uniform(-3.0, 3.0, 3), 1), tf.float32), first)
     source_rule = _detached(lambda dy: tf.maximum(0.0, 1.0 - tf.abs(x)))    # answer 6: ignores dy
     try:
         transposed = jvp_by_transposing(source_rule, x, u)

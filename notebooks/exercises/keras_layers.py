@@ -15,7 +15,11 @@ __all__ = ["check_exercise_1", "check_exercise_2"]
 @self_check
 def check_exercise_1(build_model) -> str:
     """Checks that build_model() returns a Keras model whose output is its input (bitwise) and
-    whose gradient with respect to the input is half the upstream gradient."""
+    whose gradient with respect to the input is half the upstream gradient.
+
+    A second case, other inputs and upstream gradients, refuses an answer that returns the first
+    case's numbers.
+    """
     try:
         with running("building the model"):
             model = build_model()
@@ -27,41 +31,51 @@ def check_exercise_1(build_model) -> str:
         raise
     if not isinstance(model, keras.Model):
         raise NotYet(f"build_model() should return a keras.Model; it returned {type(model).__name__}.")
-    x = tf.constant([[1.0, -2.0, 0.5], [3.0, 0.0, -1.5]])
-    dy = tf.constant([[1.0, 2.0, -4.0], [0.5, -1.0, 3.0]])
-    with running("running the model"):
-        with tf.GradientTape() as tape:
-            tape.watch(x)
-            y = model(x)
-        if y.shape != x.shape or not np.array_equal(y.numpy(), x.numpy()):
-            raise NotYet(f"the model's output should be its input, unchanged; for\n{x.numpy()}\n"
-                         f"it returned\n{np.asarray(y)}")
-        grad = tape.gradient(y, x, output_gradients=dy)
-    if grad is None:
-        raise NotYet("no gradient reaches the input (tape.gradient returned None).")
-    if not np.allclose(grad.numpy(), 0.5 * dy.numpy()):
-        if np.allclose(grad.numpy(), dy.numpy()):
-            hint = "It arrives unchanged: is halve_gradient actually called in the model?"
-        else:
-            hint = "Is halve_gradient the only thing between the input and the output?"
-        raise NotYet(f"for the upstream gradient\n{dy.numpy()}\nthe input receives\n{grad.numpy()}\n"
-                     f"but it should receive half of it,\n{0.5 * dy.numpy()}\n{hint}")
+    rng = np.random.default_rng(3)
+    cases = ((tf.constant([[1.0, -2.0, 0.5], [3.0, 0.0, -1.5]]), tf.constant([[1.0, 2.0, -4.0], [0.5, -1.0, 3.0]])),
+             (tf.constant(np.round(rng.uniform(-3.0, 3.0, (2, 3)), 2), tf.float32),    # copied numbers fail here
+              tf.constant(np.round(rng.uniform(-4.0, 4.0, (2, 3)), 2), tf.float32)))
+    for case, (x, dy) in enumerate(cases):
+        other = "on other inputs, " if case else ""
+        with running(f"{other}running the model"):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = model(x)
+            if y.shape != x.shape or not np.array_equal(y.numpy(), x.numpy()):
+                raise NotYet(f"{other}the model's output should be its input, unchanged; for\n{x.numpy()}\n"
+                             f"it returned\n{np.asarray(y)}")
+            grad = tape.gradient(y, x, output_gradients=dy)
+        if grad is None:
+            raise NotYet(f"{other}no gradient reaches the input (tape.gradient returned None).")
+        if grad.shape != x.shape:
+            raise NotYet(f"{other}the input has shape {tuple(x.shape)}, but it receives a gradient of shape "
+                         f"{tuple(grad.shape)}.")
+        if not np.allclose(grad.numpy(), 0.5 * dy.numpy()):
+            if case:
+                hint = ("The first inputs passed: does the gradient come from the upstream gradient that arrives,\n"
+                        "or from numbers fixed in advance?")
+            elif np.allclose(grad.numpy(), dy.numpy()):
+                hint = "It arrives unchanged: is halve_gradient actually called in the model?"
+            else:
+                hint = "Is halve_gradient the only thing between the input and the output?"
+            raise NotYet(f"{other}for the upstream gradient\n{dy.numpy()}\nthe input receives\n{grad.numpy()}\n"
+                         f"but it should receive half of it,\n{0.5 * dy.numpy()}\n{hint}")
+        if not case:
+            shown = (dy.numpy()[0], grad.numpy()[0])          # what "Correct!" shows: the first sample
+    x = cases[0][0]
     with running("tracing the model in a tf.function (to find its custom gradient)"):
         rules = gradient_rules(model, x)
     if not any(rule.op_type == "IdentityN" for rule in rules):
         raise NotYet("the output is the input and the gradient is halved, but TensorFlow derived that gradient\n"
                      "from ordinary ops (a tf.stop_gradient trick?): the exercise asks for the model to call\n"
                      "the custom-gradient function halve_gradient inside a layer.")
-    return (f"The output is the input, and the upstream gradient {dy.numpy()[0]} (first sample)\n"
-            f"arrives halved, as {grad.numpy()[0]}.")
+    return (f"The output is the input, and the upstream gradient {shown[0]} (first sample)\n"
+            f"arrives halved, as {shown[1]}.")
 
 
-@self_check
-def check_exercise_2(clipped_backward) -> str:
-    """Checks a keras.ops.custom_gradient body: forward x, backward clip(upstream, -0.1, 0.1),
-    with a grad function that accepts both grad(upstream) and grad(*args, upstream=...)."""
-    x = tf.constant([[0.3, -1.2, 2.0]])
-    dy = tf.constant([[0.05, -0.4, 2.0]])
+def _check_exercise_2_case(clipped_backward, x, dy, other: str) -> np.ndarray:
+    """One case of :func:`check_exercise_2`; ``other`` starts the second case's messages. Returns the
+    expected gradient."""
     expected = np.clip(dy.numpy(), -0.1, 0.1)
     try:
         value, grad = clipped_backward(x)
@@ -79,14 +93,15 @@ def check_exercise_2(clipped_backward) -> str:
         else:
             hint = ""
         # TensorFlow's kernel errors start with a long node name: the first 80 characters say enough.
-        raise NotYet(f"clipped_backward(x) raised {first_line(exc, limit=80)}{hint}") from exc
+        raise NotYet(f"{other}clipped_backward(x) raised {first_line(exc, limit=80)}{hint}") from exc
     if value.shape != tuple(x.shape) or not np.array_equal(value, x.numpy()):
-        raise NotYet(f"the forward value should be x unchanged, {x.numpy()}; got {value}.")
+        raise NotYet(f"{other}the forward value should be x unchanged, {x.numpy()}; got {value}.")
     conventions = (("grad(upstream), as TensorFlow and JAX call it", lambda: grad(dy)),
                    ("grad(x, upstream=upstream), as PyTorch calls it", lambda: grad(x, upstream=dy)))
     for convention, call in conventions:
-        with running(convention, hint="\nHint: PyTorch passes the inputs first and upstream as a keyword; "
-                                      "section 2 shows\none grad that accepts both calls."):
+        with running(f"{other}{convention}",
+                     hint="\nHint: PyTorch passes the inputs first and upstream as a keyword; section 2 shows\n"
+                          "one grad that accepts both calls."):
             result = keras.ops.convert_to_numpy(call())
         if result.shape == expected.shape and np.allclose(result, expected):
             continue
@@ -95,21 +110,40 @@ def check_exercise_2(clipped_backward) -> str:
                     "given\nas a keyword, clip that.")
         elif result.shape == expected.shape and np.allclose(result, dy.numpy()):
             hint = "grad returns the upstream gradient unchanged: clip it to [-0.1, 0.1]."
+        elif other:
+            hint = ("the first inputs passed: does grad clip the upstream gradient it receives, or return\n"
+                    "numbers fixed in advance?")
         else:
             hint = "grad must clip the upstream gradient elementwise to [-0.1, 0.1] (keras.ops.clip)."
-        raise NotYet(f"{convention}, returned {result} for upstream {dy.numpy()};\n"
+        raise NotYet(f"{other}{convention}, returned {result} for upstream {dy.numpy()};\n"
                      f"expected clip(upstream, -0.1, 0.1) = {expected}.\nHint: {hint}")
-    with running("building a Keras model around your function"):
+    with running(f"{other}building a Keras model around your function"):
         inputs = keras.Input(shape=(3,))
         model = keras.Model(inputs, keras.layers.Lambda(keras.ops.custom_gradient(clipped_backward))(inputs))
-    with running("inside a Keras model your function"):
+    with running(f"{other}inside a Keras model your function"):
         with tf.GradientTape() as tape:
             tape.watch(x)
             y = model(x)
         g = tape.gradient(y, x, output_gradients=dy)
     g = None if g is None else g.numpy()
     if g is None or not (np.array_equal(y.numpy(), x.numpy()) and np.allclose(g, expected)):
-        raise NotYet(f"in a Keras model the output is {y.numpy()} and the gradient {g};\n"
+        raise NotYet(f"{other}in a Keras model the output is {y.numpy()} and the gradient {g};\n"
                      f"expected the output x = {x.numpy()} and the gradient {expected}.")
+    return expected
+
+
+@self_check
+def check_exercise_2(clipped_backward) -> str:
+    """Checks a keras.ops.custom_gradient body: forward x, backward clip(upstream, -0.1, 0.1),
+    with a grad function that accepts both grad(upstream) and grad(*args, upstream=...).
+
+    A second case, other inputs and upstream gradients, refuses an answer that returns the first
+    case's numbers.
+    """
+    expected = _check_exercise_2_case(clipped_backward, tf.constant([[0.3, -1.2, 2.0]]),
+                                      tf.constant([[0.05, -0.4, 2.0]]), "")
+    rng = np.random.default_rng(6)                                      # copied numbers fail here
+    _check_exercise_2_case(clipped_backward, tf.constant(np.round(rng.uniform(-2.0, 2.0, (1, 3)), 2), tf.float32),
+                           tf.constant(np.round(rng.uniform(-0.3, 0.3, (1, 3)), 2), tf.float32), "on other inputs, ")
     return (f"Both calling conventions return {expected}, and inside a Keras model the\n"
             "output is x and the gradient is the clipped upstream gradient.")

@@ -113,51 +113,70 @@ def quantize_numpy(x):
 _HALVES = np.array([0.125, 0.375, -0.125, -0.625], np.float32)
 
 
+#: The second case's halves of a quarter (4x = 2.5, -1.5, 4.5, -7.5), among other seeded points.
+_OTHER_HALVES = np.array([0.625, -0.375, 1.125, -1.875], np.float32)
+
+
+def _check_exercise_2_case(compiled, x, dy, other: str) -> None:
+    """One case of :func:`check_exercise_2`; ``other`` starts the second case's messages."""
+    try:
+        y, grad = compiled(x, dy)
+    except Exception as exc:  # report, never crash
+        raise NotYet(f"{other}XLA cannot compile it:\n{short_reason(exc)}.\n"
+                     "Write the forward pass with TensorFlow ops.") from exc
+    xs = x.numpy()
+    expected = np.round(xs * 4) / 4
+    fixed = ("\nThe first points passed: does quantize compute from the x (and the dy) it receives, or "
+             "return\nnumbers fixed in advance?")
+    if y is None or y.shape != x.shape:
+        raise NotYet(f"{other}quantize(x) should have the shape of x, {tuple(x.shape)}; it has "
+                     f"{None if y is None else tuple(y.shape)}.")
+    wrong = np.flatnonzero(y.numpy() != expected)
+    if wrong.size:
+        i = wrong[0]
+        half = " (4x is a half: np.round rounds it to even)" if (xs[i] * 4) % 1 == 0.5 else ""
+        raise NotYet(f"{other}it compiles, but the values differ from np.round(4x)/4 at {wrong.size} of "
+                     f"{x.shape[0]} points:\nat x = {xs[i]:g}{half} you return {y.numpy()[i]:g}, expected "
+                     f"{expected[i]:g}.{fixed if other else ''}")
+    if grad is None:
+        raise NotYet(f"{other}the values are right, but no gradient reaches x (expected dL/dx = dL/dy):\n"
+                     "tf.round alone has no gradient. Pass the gradient straight through.")
+    got, want = grad.numpy(), dy.numpy()
+    if got.shape != want.shape or not np.array_equal(got, want):
+        if got.shape != want.shape:
+            raise NotYet(f"{other}x has shape {tuple(x.shape)}, but it receives a gradient of shape {got.shape}.")
+        if np.allclose(got, 1.0):
+            hint = " Your gradient is 1 everywhere: does it pass dy on, or ignore it?"
+        elif np.allclose(got, 0.0):
+            hint = " The gradient is zero: tf.round's own. Pass the gradient straight through."
+        else:
+            hint = fixed if other else ""
+        raise NotYet(f"{other}the values are right, but the gradient is not passed straight through: for "
+                     f"upstream\ndy = {want[:4]}... x receives {got[:4]}... (expected dL/dx = dL/dy).{hint}")
+
+
 @self_check
 def check_exercise_2(quantize) -> str:
     """Checks that quantize(x) compiles with XLA, rounds to quarters bitwise and passes dy straight through.
 
     XLA compiling the step is the evidence that no Python runs in it. The points include halves of
-    a quarter, which round to even (``tf.round``; ``floor(4x + 0.5)`` rounds them up).
+    a quarter, which round to even (``tf.round``; ``floor(4x + 0.5)`` rounds them up). A second
+    case, other (seeded) points and upstream gradients, refuses an answer that returns the first
+    case's numbers.
     """
-    x = tf.constant(np.concatenate([np.linspace(-2.0, 2.0, 37, dtype=np.float32) + np.float32(0.01), _HALVES]))
-    dy = tf.constant(np.arange(1, x.shape[0] + 1, dtype=np.float32))
-
-    def value_and_gradient(t):
+    def value_and_gradient(t, dy):
         with tf.GradientTape() as tape:
             tape.watch(t)
             y = quantize(t)
         return y, tape.gradient(y, t, output_gradients=dy)
 
     compiled = tf.function(value_and_gradient, jit_compile=True, autograph=False)
-    try:
-        y, grad = compiled(x)
-    except Exception as exc:  # report, never crash
-        raise NotYet(f"XLA cannot compile it:\n{short_reason(exc)}.\n"
-                     "Write the forward pass with TensorFlow ops.") from exc
-    xs = x.numpy()
-    expected = np.round(xs * 4) / 4
-    if y is None or y.shape != x.shape:
-        raise NotYet(f"quantize(x) should have the shape of x, {tuple(x.shape)}; it has "
-                     f"{None if y is None else tuple(y.shape)}.")
-    wrong = np.flatnonzero(y.numpy() != expected)
-    if wrong.size:
-        i = wrong[0]
-        half = " (4x is a half: np.round rounds it to even)" if xs[i] in _HALVES else ""
-        raise NotYet(f"it compiles, but the values differ from np.round(4x)/4 at {wrong.size} of {x.shape[0]} "
-                     f"points:\nat x = {xs[i]:g}{half} you return {y.numpy()[i]:g}, expected {expected[i]:g}.")
-    if grad is None:
-        raise NotYet("the values are right, but no gradient reaches x (expected dL/dx = dL/dy):\n"
-                     "tf.round alone has no gradient. Pass the gradient straight through.")
-    got, want = grad.numpy(), dy.numpy()
-    if not np.array_equal(got, want):
-        if np.allclose(got, 1.0):
-            hint = " Your gradient is 1 everywhere: does it pass dy on, or ignore it?"
-        elif np.allclose(got, 0.0):
-            hint = " The gradient is zero: tf.round's own. Pass the gradient straight through."
-        else:
-            hint = ""
-        raise NotYet(f"the values are right, but the gradient is not passed straight through: for upstream\n"
-                     f"dy = {want[:4]}... x receives {got[:4]}... (expected dL/dx = dL/dy).{hint}")
+    x = tf.constant(np.concatenate([np.linspace(-2.0, 2.0, 37, dtype=np.float32) + np.float32(0.01), _HALVES]))
+    _check_exercise_2_case(compiled, x, tf.constant(np.arange(1, x.shape[0] + 1, dtype=np.float32)), "")
+    rng = np.random.default_rng(4)                                         # copied numbers fail here
+    points = rng.permutation(np.concatenate([rng.uniform(-2.5, 2.5, 37).astype(np.float32), _OTHER_HALVES]))
+    _check_exercise_2_case(compiled, tf.constant(points),
+                           tf.constant(np.round(rng.uniform(-3.0, 3.0, points.size), 1).astype(np.float32)),
+                           "on other points, ")
     return ("It compiles with XLA, rounds to quarters bitwise, and passes the gradient straight\n"
             "through. No Python in the step any more, so XLA can fuse it with its neighbours.")

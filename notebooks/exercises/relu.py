@@ -23,15 +23,8 @@ def _guided_relu(x):
     return tf.nn.relu(x), lambda dy: tf.nn.relu(dy) * tf.cast(x > 0, dy.dtype)
 
 
-@self_check
-def check_exercise_1(relu_fn) -> str:
-    """Checks that ``relu_fn`` is a ReLU forward with the guided-backprop backward pass ``relu(dy) * [x > 0]``.
-
-    Run on seeded random inputs and upstream gradients of both signs, eagerly and in ``tf.function``.
-    """
-    rng = np.random.default_rng(5)
-    x = tf.constant(rng.standard_normal(200).astype(np.float32))
-    dy = tf.constant(rng.standard_normal(200).astype(np.float32))
+def _check_exercise_1_case(relu_fn, x, dy, other: str) -> None:
+    """One draw of :func:`check_exercise_1`; ``other`` starts the second draw's messages."""
     want = (tf.nn.relu(dy) * tf.cast(x > 0, dy.dtype)).numpy()
     for mode, run in (("eagerly", lambda f: f()), ("in tf.function", lambda f: tf.function(f)())):
         def value_and_gradient():
@@ -39,17 +32,19 @@ def check_exercise_1(relu_fn) -> str:
                 tape.watch(x)
                 y = tf.convert_to_tensor(relu_fn(x))
             return y, tape.gradient(y, x, output_gradients=dy)
-        with running(f"{mode}, your function"):
+        with running(f"{other}{mode}, your function"):
             y, sent = run(value_and_gradient)
         relu_x = tf.nn.relu(x).numpy()
         if y.shape != x.shape or not np.array_equal(y.numpy(), relu_x):
             if y.shape != x.shape:
-                raise NotYet(f"the forward value must be relu(x), of x's shape {x.shape}; got shape {y.shape}.")
+                raise NotYet(f"{other}the forward value must be relu(x), of x's shape {x.shape}; got shape {y.shape}.")
             at = _where(y.numpy() != relu_x)
-            raise NotYet(f"the forward value must be exactly relu(x): at x = {_show(x.numpy()[at])}\n"
+            raise NotYet(f"{other}the forward value must be exactly relu(x): at x = {_show(x.numpy()[at])}\n"
                          f"you return {_show(y.numpy()[at])}; relu(x) is {_show(relu_x[at])}.")
         if sent is None:
-            raise NotYet("no gradient reaches x. Did a tf.stop_gradient cut the path?")
+            raise NotYet(f"{other}no gradient reaches x. Did a tf.stop_gradient cut the path?")
+        if sent.shape != x.shape:
+            raise NotYet(f"{other}x has shape {x.shape}, but it receives a gradient of shape {sent.shape}.")
         got = sent.numpy()
         if np.allclose(got, want):
             continue
@@ -64,13 +59,30 @@ def check_exercise_1(relu_fn) -> str:
                     "own mask,\nso x receives 0 wherever x <= 0.")
         elif np.allclose(got, dys):
             hint = "x receives dy unchanged: the ReLU's own backward pass, its mask [x > 0], is bypassed."
+        elif other:
+            hint = ("the first inputs passed: is the gradient computed from the x and dy of this pass, or "
+                    "fixed\nin advance?")
         else:
             hint = "guided backprop sends relu(dy) * [x > 0]: dy where both x > 0 and dy > 0, else 0."
         at = _where(~np.isclose(got, want))
-        raise NotYet(f"{mode}, the backward pass differs from guided backprop at "
+        raise NotYet(f"{other}{mode}, the backward pass differs from guided backprop at "
                      f"{int(np.sum(~np.isclose(got, want)))} of 200 inputs, for instance\n"
                      f"at x        {_show(xs[at])}\nwith dy     {_show(dys[at])}\n"
                      f"x receives  {_show(got[at])};\nexpected    {_show(want[at])}.\nHint: {hint}")
+
+
+@self_check
+def check_exercise_1(relu_fn) -> str:
+    """Checks that ``relu_fn`` is a ReLU forward with the guided-backprop backward pass ``relu(dy) * [x > 0]``.
+
+    Run on seeded random inputs and upstream gradients of both signs, eagerly and in ``tf.function``;
+    a second draw (seed 6) refuses an answer that returns the first draw's numbers.
+    """
+    for seed, other in ((5, ""), (6, "on other inputs, ")):
+        rng = np.random.default_rng(seed)
+        x = tf.constant(rng.standard_normal(200).astype(np.float32))
+        dy = tf.constant(rng.standard_normal(200).astype(np.float32))
+        _check_exercise_1_case(relu_fn, x, dy, other)
     with running("tracing your function in a tf.function (to see how its gradient is built)"):
         rules = gradient_rules(relu_fn, x)
     own = [rule for rule in rules if rule.op_type == "IdentityN" and rule.origin
@@ -90,42 +102,55 @@ def _saliency(forward, weights, images, labels, relus):
     return tape.gradient(score, images).numpy()[..., 0]
 
 
+def _check_exercise_2_case(saliency_fn, images, labels, forward, weights, other: str) -> None:
+    """One case of :func:`check_exercise_2`; ``other`` starts the second case's messages."""
+    relu = tf.nn.relu
+    with running(f"{other}your function"):
+        got = np.asarray(saliency_fn(tf.constant(images), tf.constant(labels)))
+    got = got[..., 0] if got.ndim == 4 else got
+    want = _saliency(forward, weights, images, labels, (relu, relu, _guided_relu))
+    if got.shape != want.shape:
+        raise NotYet(f"{other}expected maps of shape {want.shape}; got {got.shape}.")
+    plain = _saliency(forward, weights, images, labels, (relu,) * 3)
+    full = _saliency(forward, weights, images, labels, (_guided_relu,) * 3)
+
+    def pixel(locate: np.ndarray, other_map: np.ndarray, name: str) -> str:
+        """Your map, ``other_map`` and the expected map at the pixel where ``locate`` and the expected differ most."""
+        i = np.unravel_index(int(np.argmax(np.abs(locate - want))), want.shape)
+        where = f"image {i[0]}, pixel {tuple(int(k) for k in i[1:])}"
+        return (f"At {where} your map has {got[i]:.4g}, the {name} map {other_map[i]:.4g},\n"
+                f"and the map with the guided rule in the top ReLU only {want[i]:.4g}.")
+
+    if np.allclose(got, plain, rtol=1e-5, atol=1e-6):
+        raise NotYet(f"{other}these are plain-gradient maps: no ReLU got the guided gradient.\n"
+                     f"{pixel(plain, plain, 'plain-gradient')}\nIs top_relu's ReLU created inside an "
+                     "override's with block? Section 3 shows how to open one.")
+    if np.allclose(got, full, rtol=1e-5, atol=1e-6):
+        raise NotYet(f"{other}these are full guided-backprop maps: all three ReLUs were overridden.\n"
+                     f"{pixel(full, full, 'full guided')}\nOnly the ReLU created inside the with block gets "
+                     "the override; wrap just the top one.")
+    if not np.allclose(got, want, rtol=1e-5, atol=1e-6):
+        hint = ("The first images passed: are these maps computed from the images and labels your function\n"
+                "receives, or fixed in advance?" if other else "Is the override's rule the guided one, relu(dy) * [x > 0]?")
+        raise NotYet(f"{other}the maps are neither plain, nor guided, nor guided-in-the-top-layer-only.\n"
+                     f"{pixel(got, plain, 'plain-gradient')}\n{hint}")
+
+
 @self_check
 def check_exercise_2(saliency_fn, images, labels, forward, weights) -> str:
     """Checks ``saliency_fn(images, labels)``: guided backprop in the top (dense) ReLU only, plain elsewhere.
 
     ``forward(weights, images, relus)`` is the notebook's network; the reference maps are computed
-    with a ``tf.custom_gradient`` guided ReLU in the top position only.
+    with a ``tf.custom_gradient`` guided ReLU in the top position only. A second case, the same
+    images mirrored left to right with other (seeded) labels, refuses an answer that returns the
+    first case's maps.
     """
-    relu = tf.nn.relu
-    with running():
-        got = np.asarray(saliency_fn(tf.constant(images), tf.constant(labels)))
-    got = got[..., 0] if got.ndim == 4 else got
-    want = _saliency(forward, weights, images, labels, (relu, relu, _guided_relu))
-    if got.shape != want.shape:
-        raise NotYet(f"expected maps of shape {want.shape}; got {got.shape}.")
-    plain = _saliency(forward, weights, images, labels, (relu,) * 3)
-    full = _saliency(forward, weights, images, labels, (_guided_relu,) * 3)
-
-    def pixel(locate: np.ndarray, other: np.ndarray, name: str) -> str:
-        """Your map, ``other`` and the expected map at the pixel where ``locate`` and the expected differ most."""
-        i = np.unravel_index(int(np.argmax(np.abs(locate - want))), want.shape)
-        where = f"image {i[0]}, pixel {tuple(int(k) for k in i[1:])}"
-        return (f"At {where} your map has {got[i]:.4g}, the {name} map {other[i]:.4g},\n"
-                f"and the map with the guided rule in the top ReLU only {want[i]:.4g}.")
-
-    if np.allclose(got, plain, rtol=1e-5, atol=1e-6):
-        raise NotYet("these are plain-gradient maps: no ReLU got the guided gradient.\n"
-                     f"{pixel(plain, plain, 'plain-gradient')}\nIs top_relu's ReLU created inside an "
-                     "override's with block? Section 3 shows how to open one.")
-    if np.allclose(got, full, rtol=1e-5, atol=1e-6):
-        raise NotYet("these are full guided-backprop maps: all three ReLUs were overridden.\n"
-                     f"{pixel(full, full, 'full guided')}\nOnly the ReLU created inside the with block gets "
-                     "the override; wrap just the top one.")
-    if not np.allclose(got, want, rtol=1e-5, atol=1e-6):
-        raise NotYet("the maps are neither plain, nor guided, nor guided-in-the-top-layer-only.\n"
-                     f"{pixel(got, plain, 'plain-gradient')}\n"
-                     "Is the override's rule the guided one, relu(dy) * [x > 0]?")
+    images, labels = np.asarray(images), np.asarray(labels)
+    _check_exercise_2_case(saliency_fn, images, labels, forward, weights, "")
+    mirrored = np.ascontiguousarray(images[:, :, ::-1])
+    others = np.random.default_rng(9).integers(0, 10, labels.shape).astype(labels.dtype)
+    _check_exercise_2_case(saliency_fn, mirrored, others, forward, weights,
+                           "on other images (the same ones mirrored, other labels), ")
     with running("tracing your saliency function (to find its override)"):
         rules = gradient_rules(saliency_fn, tf.constant(images), tf.constant(labels))
     if not any(rule.op_type == "Relu" for rule in rules):

@@ -38,6 +38,37 @@ _OPS = (
 )
 
 
+class _Op:
+    """An op of the second case: called like the function it wraps, shown by its label (a lookup keyed by
+    the first case's functions misses it, and its ``KeyError`` names it without a memory address)."""
+
+    def __init__(self, label: str, fn) -> None:
+        self.label, self.fn = label, fn
+
+    def __call__(self, t):
+        return self.fn(t)
+
+    def __repr__(self) -> str:
+        return self.label
+
+
+def _other_ops():
+    """The second case: other ops on other (seeded) inputs, their cases in another order than ``_OPS``'s
+    (flows, flows, none, none, missing, flows), so that an answer that looks the case up by op or by the
+    order of the calls is refused."""
+    values = np.round(np.random.default_rng(21).uniform(-2.0, 2.0, 6), 2).tolist()
+    ops = (
+        ("tf.unique(x)[0]", lambda t: tf.unique(t)[0]),                                           # missing
+        ("tf.math.floor", tf.math.floor),                                                          # none
+        ("tf.nn.relu", tf.nn.relu),                                                                # flows
+        ("tf.image.adjust_saturation(..., 0.5)",
+         lambda t: tf.image.adjust_saturation(tf.reshape(t, [1, 2, 3]), 0.5)),                     # missing
+        ("tf.cast(tf.cast(x, tf.int32), tf.float32)", lambda t: tf.cast(tf.cast(t, tf.int32), t.dtype)),  # none
+        ("tf.square", tf.square),                                                                  # flows
+    )
+    return tuple((label, _Op(label, fn), values) for label, fn in ops)
+
+
 def _gradient(fn, x):
     """``("flows", gradient)``, ``("none", None)`` or ``("missing", None)``: what tape.gradient does."""
     with tf.GradientTape() as tape:
@@ -71,15 +102,19 @@ def check_exercise_1(gradient_case) -> str:
 
     'flows': ``tape.gradient`` returns a tensor (zeros count); 'none': it returns None (the op's
     registered gradient returns None); 'missing': it raises LookupError (no gradient registered).
-    The truth is found by running each op, on ops the notebook does not show.
+    The truth is found by running each op, on ops the notebook does not show; a second case (other ops
+    on other inputs, their cases in another order) refuses a lookup by op or by the order of the calls.
     """
-    for name, fn, values in _OPS:
-        x = tf.constant(values)
+    for name, fn, values in _OPS + _other_ops():
+        x = tf.constant(values, tf.float32)
         truth, gradient = _gradient(fn, x)
         try:
             with running(f"for {name} your function"):
                 answer = gradient_case(fn, x)
         except NotYet as not_yet:
+            if isinstance(not_yet.__cause__, KeyError) and isinstance(fn, _Op):
+                raise NotYet(f"{not_yet}.\nThe first ops passed; this one is another op: does gradient_case look the "
+                             "case up in a table?\nFind it by running fn on x, whatever the op.") from None
             if not isinstance(not_yet.__cause__, LookupError):
                 raise
             raise NotYet(f"{not_yet}.\nWhich of section 2's three cases is that, and how can gradient_case "
@@ -100,19 +135,18 @@ def _bits(a: np.ndarray) -> np.ndarray:
     return np.asarray(a, np.float32).view(np.uint32)
 
 
-@self_check
-def check_exercise_2(ste) -> str:
-    """Checks ``ste(x)``: value bitwise ``quantize(x)``, gradient ``dy`` where |x| <= 1 and 0 outside.
+def _check_exercise_2_case(ste, seed: int, other: str) -> None:
+    """One case of :func:`check_exercise_2`: 100,000 inputs and upstream gradients drawn with ``seed``.
 
-    Run on 100,000 seeded inputs whose magnitudes spread evenly over 10**-3 to 10**9 on a log
-    scale, with an upstream gradient ``dy`` that is not 1, so that a value off by one ulp, a zero of
-    the wrong sign or a 1 lost in ``x + (quantize(x) - x)`` for |x| > 2**24, the identity's gradient,
-    and a ``grad`` that forgets ``dy`` are all caught.
+    ``other`` is "" for the first case; the second case's messages start with it, and after the
+    first case passed, a wrong number there means numbers fixed in advance: its hint says so.
     """
-    rng = np.random.default_rng(2)
+    rng = np.random.default_rng(seed)
     signs = rng.choice(np.array([-1.0, 1.0]), 100_000)
     x = tf.constant((signs * 10.0 ** rng.uniform(-3.0, 9.0, 100_000)).astype(np.float32))
     dy = tf.constant(rng.uniform(0.5, 2.0, 100_000).astype(np.float32))
+    fixed = ("\nThe first 100,000 inputs passed: does your answer compute from the x and dy it receives,\n"
+             "or return numbers fixed in advance?")
     with running():
         with tf.GradientTape() as tape:
             tape.watch(x)
@@ -120,7 +154,7 @@ def check_exercise_2(ste) -> str:
             y = None if y is None else tf.convert_to_tensor(y, tf.float32)
         gradient = None if y is None else tape.gradient(y, x, output_gradients=dy)
     if y is None or y.shape != x.shape:
-        raise NotYet(f"return a tensor of x's shape {x.shape}; got {None if y is None else y.shape}.")
+        raise NotYet(f"{other}return a tensor of x's shape {x.shape}; got {None if y is None else y.shape}.")
     exact, value = quantize(x).numpy(), y.numpy()
     differ = _bits(value) != _bits(exact)
     if differ.any():
@@ -129,23 +163,28 @@ def check_exercise_2(ste) -> str:
         parts = [f"{numbers:,d} different numbers (by up to {np.abs(value - exact).max():.3g})"] if numbers else []
         parts += [f"{zeros:,d} zeros of the wrong sign (-0.0 versus +0.0)"] if zeros else []
         i = int(np.argmax(differ & ~((value == 0) & (exact == 0)))) if numbers else int(np.argmax(differ))
-        raise NotYet(f"{int(differ.sum()):,d} of 100,000 bit patterns differ from quantize(x): "
+        hint = fixed if other else ("\nThe trick b + tf.stop_gradient(f - b) rounds (see the Deep dive). Which "
+                                    "technique of\nsection 5 returns f(x) bitwise, with any b?")
+        raise NotYet(f"{other}{int(differ.sum()):,d} of 100,000 bit patterns differ from quantize(x): "
                      f"{' and '.join(parts)};\nfor instance at x = {_number(x.numpy()[i])} you return "
-                     f"{_number(value[i])}, quantize(x) is {_number(exact[i])}.\nThe trick "
-                     "b + tf.stop_gradient(f - b) rounds (see the Deep dive). Which technique of\n"
-                     "section 5 returns f(x) bitwise, with any b?")
+                     f"{_number(value[i])}, quantize(x) is {_number(exact[i])}.{hint}")
     if gradient is None:
-        raise NotYet("the value is exact, but no gradient reaches x (None). Which term carries it?")
+        raise NotYet(f"{other}the value is exact, but no gradient reaches x (None). Which term carries it?")
     gradient = gradient.numpy()
     inside = np.abs(x.numpy()) <= 1.0
     expected = np.where(inside, dy.numpy(), 0.0).astype(np.float32)
-    if np.array_equal(gradient, expected):
-        return ("All 100,000 values are bitwise quantize(x), and dy passes only where |x| <= 1.")
+    if gradient.shape == expected.shape and np.array_equal(gradient, expected):
+        return
+    if gradient.shape != expected.shape:
+        raise NotYet(f"{other}x has shape {x.shape}, but it receives a gradient of shape {gradient.shape}.")
     wrong = gradient != expected
     i = int(np.argmax(wrong))
     example = (f"at x = {_number(x.numpy()[i])} with dy = {_number(dy.numpy()[i])}, x receives "
                f"{_number(gradient[i])}; expected {_number(expected[i])}")
-    if np.array_equal(gradient, dy.numpy()):
+    if other:
+        raise NotYet(f"{other}the gradient is wrong at {int(wrong.sum()):,d} of 100,000 inputs, for instance\n"
+                     f"{example}.{fixed}")
+    elif np.array_equal(gradient, dy.numpy()):
         raise NotYet(f"the gradient is dy everywhere, the identity's (as with tf.grad_pass_through):\n{example}.\n"
                      "The saturating STE sends 0 where |x| > 1: use the hard tanh as the backward function.")
     elif np.array_equal(gradient, inside.astype(np.float32)):
@@ -157,6 +196,22 @@ def check_exercise_2(ste) -> str:
     else:
         raise NotYet(f"the gradient is wrong at {int(wrong.sum()):,d} of 100,000 inputs, for instance\n{example}.\n"
                      "Expected: dy where |x| <= 1 and 0 outside, the hard tanh's gradient times dy.")
+
+
+@self_check
+def check_exercise_2(ste) -> str:
+    """Checks ``ste(x)``: value bitwise ``quantize(x)``, gradient ``dy`` where |x| <= 1 and 0 outside.
+
+    Run on 100,000 seeded inputs whose magnitudes spread evenly over 10**-3 to 10**9 on a log
+    scale, with an upstream gradient ``dy`` that is not 1, so that a value off by one ulp, a zero of
+    the wrong sign or a 1 lost in ``x + (quantize(x) - x)`` for |x| > 2**24, the identity's gradient,
+    and a ``grad`` that forgets ``dy`` are all caught. A second case, 100,000 other inputs and
+    upstream gradients, refuses an answer that returns the first case's numbers.
+    """
+    _check_exercise_2_case(ste, 2, "")
+    _check_exercise_2_case(ste, 3, "on 100,000 other inputs, ")
+    return ("On two sets of 100,000 inputs every value is bitwise quantize(x), and dy passes only where\n"
+            "|x| <= 1.")
 
 
 def _number(value) -> str:

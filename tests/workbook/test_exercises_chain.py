@@ -126,3 +126,32 @@ def test_exercise_2_names_an_elementwise_clip_at_every_layer(backward, refused):
     elementwise = lambda h, i: gradlab.clip_gradient(h, -0.1, 0.1)  # noqa: E731
     out = refused(check_exercise_2(elementwise, backward))
     assert "elementwise clip at every layer" in out and "clip_gradient_norm" in out
+
+
+def test_exercise_1_refuses_a_lookup_of_the_real_passes(backward, refused):
+    """Issue 39: the norms of the check's four real passes, looked up by (clip_at, max_norm): the made-up
+    plain norms refuse them, since the lookup ignores the norms it is given."""
+    depth = len(backward()["norms"])
+    table = {(clip_at, max_norm): backward(lambda h, i, c=clip_at, m=max_norm:
+                                           gradlab.clip_gradient_norm(h, m) if i == c else h)["norms"]
+             for clip_at, max_norm in [(min(4, depth), 1.0), (2, 0.3), (depth, 0.1), (3, 50.0)]}
+
+    def lookup(plain_norms, clip_at, max_norm):
+        return table.get((clip_at, max_norm), plain_norms)
+    out = refused(check_exercise_1(lookup, backward))
+    assert out.startswith("Not yet: your predictions match the real backward passes, but not the plain norms")
+    assert "Predict from plain_norms alone, without running a backward pass." in out
+
+
+def test_exercise_2_refuses_factors_fixed_in_advance(backward, refused):
+    """One scale per layer, computed from the plain pass so that it equals a clip to 0.1 at every layer there:
+    the first pass accepts its norms; the second, with a 4 times larger gradient at the top, refuses them."""
+    plain = list(backward()["norms"].values())
+    factors, above = {}, 1.0
+    for i in range(len(plain), 0, -1):                  # the backward pass visits the top layer first
+        factors[i] = min(1.0, 0.1 / (above * plain[i - 1]))
+        above *= factors[i]
+    out = refused(check_exercise_2(lambda h, i: gradlab.scale_gradient(h, factors[i]), backward))
+    assert out.startswith("Not yet: in a second pass, where the gradient that reaches dense_6 is 4 times larger")
+    assert "dense_6 receives a gradient of norm 0.4000, where a clip to 0.1 at every\nlayer leaves 0.1000." in out
+    assert "or scale it by factors fixed in advance?" in out

@@ -1,6 +1,7 @@
 """The self-checks of notebook 08 (exercises/higher_order.py) accept the answers and explain mistakes."""
 from __future__ import annotations
 
+import itertools
 import re
 
 import numpy as np
@@ -104,3 +105,16 @@ def test_exercise_2_explains_forgotten_output_gradients_an_unwatched_w_and_wrong
     assert "you get [0.9553 0.8253 0.3624]" in out and "J times ones: pass output_gradients=u" in out
     assert "returned None. Did the outer tape watch w" in refused(check_exercise_2(lambda fn, x, u: None))
     assert "returns shape (1,)" in refused(check_exercise_2(lambda fn, x, u: [1.0]))
+
+
+def test_exercise_2_refuses_the_first_cases_numbers_by_call_order(refused):
+    """Issue 39: the five JVPs at the first x and u, returned in the order of the calls: the second case refuses them."""
+    x, u = tf.constant([0.3, -0.6, 1.2]), tf.constant([1.0, 2.0, 3.0])
+    w_hat = np.ones(3) / np.sqrt(3.0)
+    first = [np.cos(x.numpy()) * u.numpy(), 5.0 * u.numpy(), np.maximum(0.0, 1.0 - np.abs(x.numpy())) * u.numpy(),
+             5.0 * np.cumsum(u.numpy()), (u.numpy() - w_hat * (w_hat @ u.numpy())) / np.sqrt(3.0)]
+    answers = itertools.cycle(first)
+    out = refused(check_exercise_2(lambda fn, x, u: next(answers)))
+    assert out.startswith("Not yet: on tf.sin, at x = [ 0.58  0.95 -0.47] with u = [-2.7  0.4 -2.1],\n"
+                          "you get [0.9553 1.6507 1.0871];")
+    assert "That is the JVP at the first x and u, which passed: compute it from the fn, x and u you are given." in out

@@ -115,3 +115,28 @@ def test_exercise_2_reports_an_answer_that_breaks_only_inside_a_keras_model(refu
 
     out = refused(check_exercise_2(numpy_value))
     assert out.startswith("Not yet") and "Keras model" in out
+
+
+def test_exercise_1_refuses_a_hard_coded_gradient(refused):
+    """Issue 39: half of the first case's upstream gradient, sent whatever arrives: the second case refuses it."""
+    first_half = tf.constant([[0.5, 1.0, -2.0], [0.25, -0.5, 1.5]])
+
+    @tf.custom_gradient
+    def hard_coded(x):
+        return tf.identity(x), lambda dy: first_half
+    out = refused(check_exercise_1(lambda: _model(keras.layers.Lambda(hard_coded))))
+    assert out.startswith("Not yet: on other inputs, for the upstream gradient\n[[-0.17 -2.72  1.88]\n")
+    assert "the input receives\n[[ 0.5   1.   -2.  ]\n [ 0.25 -0.5   1.5 ]]" in out
+    assert "does the gradient come from the upstream gradient that arrives,\nor from numbers fixed in advance?" in out
+
+
+def test_exercise_2_refuses_a_hard_coded_gradient(refused):
+    """The first case's clipped upstream gradient, returned by grad whatever upstream is: refused."""
+    def hard_coded(x):
+        def grad(*args, upstream=None):
+            return keras.ops.convert_to_tensor([[0.05, -0.1, 0.1]])
+        return keras.ops.copy(x), grad
+    out = refused(check_exercise_2(hard_coded))
+    assert out.startswith("Not yet: on other inputs, grad(upstream), as TensorFlow and JAX call it, returned "
+                          "[[ 0.05 -0.1   0.1 ]] for upstream [[-0.08  0.29  0.08]];")
+    assert "expected clip(upstream, -0.1, 0.1) = [[-0.08  0.1   0.08]]" in out and "numbers fixed in advance" in out

@@ -95,3 +95,21 @@ def test_exercise_1_refuses_a_hard_coded_ratio(refused):
     from exercises.performance import _fair_ratio_reference, _made_up_log
     ratio = _fair_ratio_reference(_made_up_log(1, "scale"), "scale")
     assert 'fair_ratio(log, "clip") is' in refused(check_exercise_1(lambda log, technique: ratio))
+
+
+def test_exercise_2_refuses_hard_coded_values_and_gradient(refused):
+    """Issue 39: the first case's quarters (and its upstream gradient 1, 2, ..., 41), returned whatever x and dy
+    are: they compile and pass the first case; the second case's other points refuse them."""
+    x = np.concatenate([np.linspace(-2.0, 2.0, 37, dtype=np.float32) + np.float32(0.01),
+                        np.array([0.125, 0.375, -0.125, -0.625], np.float32)])
+    quarters, first_dy = tf.constant(np.round(x * 4) / 4), tf.constant(np.arange(1, 42, dtype=np.float32))
+    out = refused(check_exercise_2(lambda t: gradlab.straight_through(quarters, t)))
+    assert out.startswith("Not yet: on other points, it compiles, but the values differ from np.round(4x)/4 at ")
+    assert "The first points passed: does quantize compute from the x (and the dy) it receives" in out
+
+    @tf.custom_gradient
+    def hard_coded_gradient(t):
+        return tf.round(t * 4.0) / 4.0, lambda dy: first_dy
+    out = refused(check_exercise_2(hard_coded_gradient))
+    assert out.startswith("Not yet: on other points, the values are right, but the gradient is not passed straight")
+    assert "x receives [1. 2. 3. 4.]..." in out and "numbers fixed in advance?" in out

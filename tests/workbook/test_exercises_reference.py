@@ -122,3 +122,37 @@ def test_exercise_2_catches_retracing_and_errors(refused):
         check_exercise_2(lambda initial: (tf.function(lambda t: None), lambda v: None))
     )
     assert "make_step(5.0) raised ZeroDivisionError" in refused(check_exercise_2(lambda initial: 1 / 0))
+
+
+def test_exercise_1_refuses_a_hard_coded_gradient(refused):
+    """Issue 39: the first case's gradient, sent by grad whatever dy and t are: the other points refuse it."""
+    first = tf.constant([0.0, -2.0, 0.5, 4.0, -1.5, 0.0])
+    out = refused(check_exercise_1(lambda x: _hard_sign_with(lambda dy, t: first)(x)))
+    assert out.startswith("Not yet: on other points, eagerly, with the upstream gradient dy = "
+                          "[ 1.4 -2.3 -0.7  0.1 -0.4  0.5],\nx receives [ 0.  -2.   0.5  4.  -1.5  0. ]; "
+                          "expected dy where |x| <= 1, [ 1.4 -2.3  0.   0.   0.   0.5].")
+    assert "does grad compute from the dy and t it receives" in out
+
+
+def test_exercise_2_refuses_hard_coded_factors(refused):
+    """The first case's factors written into the answer (5.0 at the start, 0.5 after set_factor): refused."""
+    def make_step(initial):
+        factor = tf.Variable(5.0)
+
+        @tf.function
+        def step(t):
+            with tf.GradientTape() as tape:
+                tape.watch(t)
+                y = gradlab.scale_gradient(t, factor)
+            return tape.gradient(y, t)
+        return step, lambda value: factor.assign(0.5)
+    out = refused(check_exercise_2(make_step))
+    assert out.startswith("Not yet: with other numbers, with factor 1.5 the gradient of scale_gradient(t, 1.5) "
+                          "at t = -3 should be 1.5; got 5.0.")
+
+    def ignores_the_new_value(initial):
+        step, set_factor = _make_step(live=True)(initial)
+        return step, lambda value: set_factor(0.5)
+    assert "with other numbers, after set_factor(-0.25) the gradient should be -0.25; got 0.5." in refused(
+        check_exercise_2(ignores_the_new_value)
+    )

@@ -126,3 +126,22 @@ def test_exercise_2_refuses_a_guided_relu_without_an_override(network, refused):
     assert "gradlab.gradient_override" in refused(
         check_exercise_2(_saliency_under(forward, weights, map_gradient_relu), images, labels, forward, weights)
     )
+
+
+def test_exercise_1_refuses_a_hard_coded_gradient(refused):
+    """Issue 39: the first draw's guided gradient, sent by map_gradient whatever dy is: the second draw refuses it."""
+    rng = np.random.default_rng(5)
+    x, dy = rng.standard_normal(200).astype(np.float32), rng.standard_normal(200).astype(np.float32)
+    first = tf.constant(np.maximum(dy, 0.0) * (x > 0))
+    out = refused(check_exercise_1(lambda t: tf.nn.relu(gradlab.map_gradient(t, lambda g: first))))
+    assert out.startswith("Not yet: on other inputs, eagerly, the backward pass differs from guided backprop at ")
+    assert "the first inputs passed: is the gradient computed from the x and dy of this pass" in out
+
+
+def test_exercise_2_refuses_the_first_images_maps(network, refused):
+    """The right maps of the first images, returned whatever the images: the mirrored images refuse them."""
+    forward, weights, images, labels = network
+    maps = tf.constant(_saliency_under(forward, weights, _guided_top_relu)(images, labels))
+    out = refused(check_exercise_2(lambda imgs, labs: maps, images, labels, forward, weights))
+    assert out.startswith("Not yet: on other images (the same ones mirrored, other labels), the maps are neither ")
+    assert "are these maps computed from the images and labels your function\nreceives" in out

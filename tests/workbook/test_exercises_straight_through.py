@@ -1,11 +1,13 @@
 """The self-checks of notebook 02 (exercises/straight_through.py) accept the answers and explain mistakes."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import tensorflow as tf
 
 import gradlab
-from exercises.straight_through import check_exercise_1, check_exercise_2, quantize
+from exercises.straight_through import _OPS, check_exercise_1, check_exercise_2, quantize
 
 
 def _gradient_of(fn, x):
@@ -141,3 +143,54 @@ def test_exercise_2_reports_no_gradient_and_bad_answers(refused):
     assert "no gradient" in refused(check_exercise_2(quantize))  # tf.round's gradient is None
     assert "shape" in refused(check_exercise_2(lambda x: None))
     assert "ZeroDivisionError" in refused(check_exercise_2(lambda x: 1 / 0))
+
+
+_FIRST_CASES = {name: _right_case(fn, tf.constant(values)) for name, fn, values in _OPS}
+
+
+def test_exercise_1_refuses_a_lookup_by_op(refused):
+    """Issue 39: the first case's answers looked up by the op: the second case's other ops miss the table."""
+    table = {fn: _FIRST_CASES[name] for name, fn, values in _OPS}
+    out = refused(check_exercise_1(lambda fn, x: table[fn]))
+    assert "for tf.unique(x)[0] your function raised KeyError: tf.unique(x)[0]." in out
+    assert "does gradient_case look the case up in a table?" in out
+    out = refused(check_exercise_1(lambda fn, x: table.get(fn, "flows")))
+    assert "for tf.unique(x)[0] at x = [ 1.12  0.42  0.84 -1.64  0.52  1.92] you return 'flows'," in out
+    assert "its op registers no gradient at all" in out
+
+
+def test_exercise_1_refuses_a_lookup_by_call_order(refused):
+    """The first case's answers in the order of the calls: the second case's cases come in another order."""
+    answers = itertools.cycle([_FIRST_CASES[name] for name, fn, values in _OPS])
+    out = refused(check_exercise_1(lambda fn, x: next(answers)))
+    assert "for tf.unique(x)[0] at x = [ 1.12  0.42  0.84 -1.64  0.52  1.92] you return 'flows'" in out
+
+
+def _first_case_of_exercise_2():
+    """The first case's inputs, upstream gradients and expected gradient, as the check draws them (seed 2)."""
+    rng = np.random.default_rng(2)
+    signs = rng.choice(np.array([-1.0, 1.0]), 100_000)
+    x = (signs * 10.0 ** rng.uniform(-3.0, 9.0, 100_000)).astype(np.float32)
+    dy = rng.uniform(0.5, 2.0, 100_000).astype(np.float32)
+    return x, np.where(np.abs(x) <= 1.0, dy, 0.0).astype(np.float32)
+
+
+def test_exercise_2_refuses_a_hard_coded_answer(refused):
+    """Issue 39: the first case's values and gradient, returned whatever x and dy are: the second set refuses them."""
+    x, gradient = _first_case_of_exercise_2()
+    values, sent = tf.constant(quantize(tf.constant(x)).numpy()), tf.constant(gradient)
+
+    @tf.custom_gradient
+    def hard_coded(t):
+        return values, lambda upstream: sent
+    out = refused(check_exercise_2(hard_coded))
+    assert out.startswith("Not yet: on 100,000 other inputs, ") and "bit patterns differ from quantize(x)" in out
+    assert "The first 100,000 inputs passed: does your answer compute from the x and dy it receives" in out
+    assert "The trick b + tf.stop_gradient" not in out
+
+    @tf.custom_gradient
+    def hard_coded_gradient(t):                          # the right value, the first case's gradient
+        return quantize(t), lambda upstream: sent
+    out = refused(check_exercise_2(hard_coded_gradient))
+    assert out.startswith("Not yet: on 100,000 other inputs, the gradient is wrong at ")
+    assert "or return numbers fixed in advance?" in out
