@@ -73,7 +73,10 @@ def check_exercise_1(accumulated_gradients) -> str:
         if _close(got, full):
             continue
         hint = first_hint(
-            (_close(got, [g / steps for g in last]) or _close(got, last),
+            (_close(got, [g / steps for g in last]),
+             f"that is the last micro-batch's gradient divided by {steps}: each fresh tape saw only its own step.\n"
+             "What can you add up across the steps instead of the losses?"),
+            (_close(got, last),
              "that is the last micro-batch's gradient alone: each fresh tape saw only its own step.\n"
              "What can you add up across the steps instead of the losses?"),
             (_close(got, [g * steps for g in full]),

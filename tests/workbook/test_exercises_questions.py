@@ -37,7 +37,7 @@ def test_exercise_1_accepts_accumulated_gradients(accepted):
 
 def test_exercise_1_explains_the_starting_point(refused):
     out = refused(check_exercise_1(_summed_losses))
-    assert "the last micro-batch's gradient alone" in out and "What can you add up" in out
+    assert "the last micro-batch's gradient divided by 4" in out and "What can you add up" in out
     assert "zeros_like" not in out and "tape.gradient(loss" not in out  # no solution
 
 
@@ -45,6 +45,10 @@ def test_exercise_1_refuses_the_typical_mistakes(refused):
     def summed(loss_fn, variables, micro_batches):
         return [g * len(micro_batches) for g in _accumulated(loss_fn, variables, micro_batches)]
     assert "4 times the full batch's gradient" in refused(check_exercise_1(summed))
+
+    def summed_not_averaged(loss_fn, variables, micro_batches):  # summed losses without the 1/k: the last gradient
+        return [g * len(micro_batches) for g in _summed_losses(loss_fn, variables, micro_batches)]
+    assert "the last micro-batch's gradient alone" in refused(check_exercise_1(summed_not_averaged))
 
     def full_batch(loss_fn, variables, micro_batches):  # right numbers, but the whole batch at once
         x = tf.concat([x for x, _ in micro_batches], 0)
