@@ -1,6 +1,6 @@
 """What each technique costs: the whole benchmark suite (``make bench``).
 
-Four parts, each printed as a table and written to one JSON file:
+Five parts, each printed as a table and written to one JSON file:
 
 1. **steps**: one training step of a reference MLP and a small CNN with a gradient modification
    between two layers, for each technique (stop_gradient trick, tf.custom_gradient, every gradlab
@@ -10,7 +10,9 @@ Four parts, each printed as a table and written to one JSON file:
 2. **fit**: ``model.fit`` with a layer of ``gradlab.layers`` against the same model without it;
 3. **import**: what ``import gradlab`` adds to ``import tensorflow`` (``import_cost.py``);
 4. **notebooks**: each notebook's wall time under strict nbval against a bare TensorFlow kernel
-   (``notebook_times.py``).
+   (``notebook_times.py``);
+5. **doctor**: ``gradlab.explain_gradient`` against one plain tape gradient of the same function, on a
+   small CNN and on ResNet50 (``doctor_cost.py``).
 
 Targets: every gradlab op in a tf.function training step <= 1.03 x baseline at the reference
 sizes; ``import gradlab`` adds <= 0.3 s; the nbval suite <= 1.5 x (notebooks x floor) and no
@@ -20,7 +22,7 @@ Usage (from the repository root; ``make bench`` / ``make bench BENCH_ARGS='--qui
 
     TF_CPP_MIN_LOG_LEVEL=2 TF_ENABLE_ONEDNN_OPTS=0 .venv/bin/python benchmarks/run.py
     ... --quick              # about a minute: MLP only, fewer techniques and rounds, no notebooks
-    ... --only steps,import  # some parts only (steps, fit, import, notebooks)
+    ... --only steps,import  # some parts only (steps, fit, import, notebooks, doctor)
     ... --json out.json      # where the JSON goes (default benchmarks/results.json; '-': stdout,
                              # tables on stderr; through make, use make -s so make's echo stays out)
     ... --check              # exit with status 1 if a target is missed
@@ -44,7 +46,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-PARTS = ("steps", "fit", "import", "notebooks")
+PARTS = ("steps", "fit", "import", "notebooks", "doctor")
 STEP_TARGET = 1.03
 
 
@@ -280,6 +282,19 @@ def main(argv=None) -> int:
     elif args.quick:
         out("")
         out("== 4. Notebooks: skipped with --quick (run `make bench`, or add --only notebooks) ==")
+
+    if "doctor" in parts:
+        import doctor_cost
+
+        out("")
+        out("== 5. gradlab.explain_gradient against one plain gradient ==")
+        doc = doctor_cost.measure_doctor(quick=args.quick, rounds=args.rounds or 0, log=out)
+        doctor_cost.report(doc, log=out)
+        results["doctor"] = doc
+        if doc["met"] is not None:
+            results["targets"]["explain_gradient"] = doc["met"]
+            if not doc["met"]:
+                missed.append("explain_gradient on ResNet50")
 
     results["meta"]["load_average_end"] = _load()
     results["meta"]["seconds"] = round(time.perf_counter() - started, 1)

@@ -7,6 +7,8 @@ The public API:
   :func:`straight_through`, :func:`surrogate_step`;
 * graph-mode overrides without the traps: :func:`register_gradient`, :func:`gradient_override`;
 * checking: :func:`check_gradient`, :class:`GradientCheck`;
+* diagnosis (why a gradient is None, NaN or zero, which op did it, on which line):
+  :func:`explain_gradient`, :class:`GradientReport` of :class:`GradientDiagnosis` entries;
 * probes (record the gradient that flows through a tensor, eagerly, in ``tf.function`` and XLA):
   :class:`GradientProbe`;
 * Keras layers: :mod:`gradlab.layers` (``ScaleGradient``, ``ClipGradient``, ``ClipGradientNorm``,
@@ -41,6 +43,7 @@ from gradlab._compat import import_tensorflow as _import_tensorflow
 _import_tensorflow()
 
 from gradlab.checking import GradientCheck, check_gradient
+from gradlab.doctor import GradientDiagnosis, GradientReport, explain_gradient
 from gradlab.graph import gradient_override, register_gradient
 from gradlab import ops
 from gradlab.ops import *  # noqa: F403  (the ops, exactly ops.__all__)
@@ -54,6 +57,9 @@ __all__ = [
     "gradient_override",
     "check_gradient",
     "GradientCheck",
+    "explain_gradient",
+    "GradientReport",
+    "GradientDiagnosis",
     "GradientProbe",
     "layers",  # noqa: F405  (a lazy submodule: __getattr__ below)
 ]
