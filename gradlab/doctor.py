@@ -14,7 +14,6 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import functools
-import html
 import importlib.util
 import os
 import sys
@@ -176,6 +175,7 @@ class GradientReport(collections.abc.Sequence):
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
+        import html  # here, not at import: `import gradlab` loads no module TensorFlow does not
         rows = []
         for entry in self._entries:
             op = "" if entry.op_type is None else f"<code>{html.escape(entry.op_type)}</code>"
