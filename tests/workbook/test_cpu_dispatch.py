@@ -8,15 +8,13 @@ cap, while the same numbers printed the workbook's way (``+ 0.0``, rounded) pass
 """
 from __future__ import annotations
 
-import json
 import os
 import platform
-import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from planted import code_cell, failed_cells, store_run, strict_nbval
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -49,11 +47,6 @@ def test_the_cap_takes_effect_as_numpy_reports_it(cap):
     assert lines[0].startswith(f"cap {cap}: ") and lines[1].startswith("  NumPy: "), lines
 
 
-def _cell(source: str) -> dict:
-    return {"cell_type": "code", "execution_count": None, "id": f"c{abs(hash(source)) % 10**8}",
-            "metadata": {}, "outputs": [], "source": source}
-
-
 DATA = ("import numpy as np\n"
         "zeros = np.array([0.0, -0.0, 0.0, -0.0, 1.0] * 3)\n"
         "x = np.random.default_rng(1).normal(size=100_000).astype(np.float32)")
@@ -72,27 +65,16 @@ def _environment(cap: str | None) -> dict[str, str]:
     return base if cap is None else cpu_dispatch.capped_environment(cap, base)
 
 
-def _nbval(path: Path, cap: str | None) -> tuple[int, str]:
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q",
-                           "--nbval", "--nbval-current-env", "-o", "addopts=", path.name],
-                          capture_output=True, text=True, timeout=600, env=_environment(cap), cwd=path.parent)
-    return done.returncode, done.stdout
-
-
 def test_strict_nbval_under_the_caps_fails_each_planted_fragile_cell_and_passes_the_robust_one(tmp_path):
     path = tmp_path / "planted.ipynb"
-    cells = [_cell(DATA), *(_cell(source) for source in FRAGILE.values()), _cell(ROBUST)]
-    path.write_text(json.dumps({"cells": cells, "nbformat": 4, "nbformat_minor": 5, "metadata": {
-        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}}}))
-    done = subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute", "--inplace",
-                           str(path)], capture_output=True, text=True, timeout=600, env=_environment(None))
-    assert done.returncode == 0, done.stderr
-    code, out = _nbval(path, None)
+    cells = [code_cell(DATA), *(code_cell(source) for source in FRAGILE.values()), code_cell(ROBUST)]
+    store_run(path, cells, _environment(None))
+    code, out = strict_nbval(path, _environment(None))
     assert code == 0, out                                   # the same CPU: every output matches
     failed = {}
     for cap in cpu_dispatch.CAPS:
-        code, out = _nbval(path, cap)
-        failed[cap] = set(re.findall(r"^FAILED \S+::Cell (\d+)", out, flags=re.MULTILINE))
+        code, out = strict_nbval(path, _environment(cap))
+        failed[cap] = {cell.split()[1] for cell in failed_cells(out)}
         assert "4" not in failed[cap], f"the robust cell failed under {cap}:\n{out}"
     for number, name in enumerate(FRAGILE, start=1):
         assert any(str(number) in cells for cells in failed.values()), f"no cap changed the planted {name}: {failed}"

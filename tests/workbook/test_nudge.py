@@ -9,14 +9,13 @@ pass. Everything runs in fresh processes: the nudge patches Keras for the whole 
 """
 from __future__ import annotations
 
-import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from planted import code_cell, failed_cells, store_run, strict_nbval
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
@@ -80,11 +79,6 @@ def test_the_nudge_moves_each_changed_element_by_one_float32_rounding_error_and_
     assert lines[-1] == f"patched: {nudge}"
 
 
-def _cell(source: str, tags: tuple[str, ...] = ()) -> dict:
-    return {"cell_type": "code", "execution_count": None, "id": f"c{abs(hash(source)) % 10**8}",
-            "metadata": {"tags": list(tags)}, "outputs": [], "source": source}
-
-
 TRAIN = """
 model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(8, activation="tanh"), keras.layers.Dense(1)])
 model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
@@ -95,34 +89,21 @@ loss = model.fit(xs, xs.sum(1, keepdims=True), epochs=20, batch_size=8, verbose=
 
 def _planted_notebook(path: Path) -> None:
     cells = [
-        _cell("import workbook; workbook.setup()\nimport numpy as np, tensorflow as tf, keras"),
-        _cell(TRAIN + 'print(f"final loss {loss[-1]:.12f}")'),                               # fragile
-        _cell('print("exact:", np.array([0.5, -1.0]) * 4, tf.reduce_sum(tf.constant([1.0, 2.0])).numpy())'),
-        _cell(TRAIN + 'print(f"final loss {loss[-1]:.12f}")\nassert loss[-1] < 0.5 * loss[0]',
-              ("nbval-ignore-output",)),                                                  # trained, tagged
+        code_cell("import workbook; workbook.setup()\nimport numpy as np, tensorflow as tf, keras"),
+        code_cell(TRAIN + 'print(f"final loss {loss[-1]:.12f}")'),                           # fragile
+        code_cell('print("exact:", np.array([0.5, -1.0]) * 4, tf.reduce_sum(tf.constant([1.0, 2.0])).numpy())'),
+        code_cell(TRAIN + 'print(f"final loss {loss[-1]:.12f}")\nassert loss[-1] < 0.5 * loss[0]',
+                  ("nbval-ignore-output",)),                                              # trained, tagged
     ]
-    notebook = {"cells": cells, "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
-                                                            "name": "python3"}},
-                "nbformat": 4, "nbformat_minor": 5}
-    path.write_text(json.dumps(notebook))
-    done = subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute", "--inplace",
-                           str(path)], capture_output=True, text=True, timeout=600, env=_environment(False))
-    assert done.returncode == 0, done.stderr
-
-
-def _nbval(path: Path, nudge: bool) -> tuple[int, str]:
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q",
-                           "--nbval", "--nbval-current-env", "-o", "addopts=", path.name],
-                          capture_output=True, text=True, timeout=600, env=_environment(nudge), cwd=path.parent)
-    return done.returncode, done.stdout
+    store_run(path, cells, _environment(False))
 
 
 def test_strict_nbval_under_the_nudge_fails_a_planted_trained_cell_and_only_that_cell(tmp_path):
     notebook = tmp_path / "planted.ipynb"
     _planted_notebook(notebook)
-    code, out = _nbval(notebook, nudge=False)
+    code, out = strict_nbval(notebook, _environment(False))
     assert code == 0, out                                 # deterministic: a second run matches bit for bit
-    code, out = _nbval(notebook, nudge=True)
-    failed = re.findall(r"^FAILED \S+::(Cell \d+)", out, flags=re.MULTILINE)
+    code, out = strict_nbval(notebook, _environment(True))
+    failed = failed_cells(out)
     assert code != 0 and failed == ["Cell 1"], out        # the fragile cell, named; exact and tagged cells pass
     assert "4 passed" not in out and "3 passed" in out, out
