@@ -21,7 +21,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # JupyterLab refuses to run as root unless told to.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab lint test test-notebooks test-library test-library-oldest test-library-pinned test-versions install execute dist book assignments test-assignments bench bench-explorer clean help
+.PHONY: lab lint test test-notebooks test-library test-library-oldest test-library-pinned test-versions install execute dist book assignments grade sample-class test-assignments bench bench-explorer clean help
 
 help:
 	@echo "make lab    - install (once) and start JupyterLab on notebooks/ at 127.0.0.1"
@@ -33,7 +33,9 @@ help:
 	@echo "make dist   - build the sdist and wheel of gradlab-tf into dist/ and check their metadata (twine check --strict)"
 	@echo "make book   - build the static site (build/book/index.html) from the notebooks as stored, with the API reference"
 	@echo "make assignments - the instructor edition in build/assignments/: every notebook as an otter-grader assignment"
-	@echo "make test-assignments - generate it, check its structure and grade a sample with otter run (no Docker)"
+	@echo "make grade NB=00_start_here SUBMISSIONS=dir RESULTS=dir - grade a class without Docker (TIMEOUT=600 s each)"
+	@echo "make sample-class - a sample class of 00, 03 and 13 in build/sample-class/"
+	@echo "make test-assignments - generate it, check its structure, run docs/instructors.md and grade the sample class"
 	@echo "make bench  - what each technique costs: training-step ratios to a baseline, import cost, notebook times"
 	@echo "make bench-explorer - slider-to-redraw latency of the explorers, in the kernel and in a real browser"
 	@echo "make clean  - remove .venv and caches"
@@ -158,8 +160,24 @@ $(ASSIGN_STAMP): tools/assignments/requirements.txt $(STAMP)
 assignments: $(ASSIGN_STAMP)
 	$(PY) tools/assignments/make_assignments.py $(ASSIGN_ARGS)
 
-# The edition's structure for every notebook (tests/project/test_assignments.py, with otter assign), then a
-# sample graded by `otter run`: solutions full marks, starter zero, typical mistakes below full.
+# Grades a class without Docker (tools/assignments/grade.py; docs/instructors.md § Grading): one sub-folder
+# or file per student in SUBMISSIONS, a folder per student and gradebook.csv in RESULTS. TIMEOUT: seconds
+# per student; JOBS: students graded side by side.
+NB ?= 00_start_here
+SUBMISSIONS ?= submissions/$(NB)
+RESULTS ?= results/$(NB)
+TIMEOUT ?= 600
+JOBS ?= 1
+grade: install
+	$(PY) tools/assignments/grade.py $(NB) $(SUBMISSIONS) $(RESULTS) --timeout $(TIMEOUT) --jobs $(JOBS)
+
+# A sample class for notebooks 00, 03 and 13 in build/sample-class/ (tools/assignments/sample_class.py).
+sample-class: install
+	$(PY) tools/assignments/sample_class.py
+
+# The edition's structure for every notebook (tests/project/test_assignments.py, with otter assign), then
+# every command of docs/instructors.md as written, and the sample class graded by make grade, each
+# gradebook compared with the expected scores (tools/assignments/grade_sample.py).
 test-assignments: assignments
 	$(PY) -m pytest -q -p no:cacheprovider tests/project/test_assignments.py
 	$(PY) tools/assignments/grade_sample.py

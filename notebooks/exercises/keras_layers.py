@@ -12,13 +12,22 @@ from exercises._harness import NotYet, first_line, gradient_rules, running, self
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
 
+def _held_out(seed: int, rows: tuple[int, int]) -> tuple[tf.Tensor, tf.Tensor]:
+    """Other inputs and upstream gradients, drawn from ``seed``: 3 features, a number of rows in ``rows``."""
+    rng = np.random.default_rng(seed)
+    shape = (int(rng.integers(*rows)), 3)
+    return (tf.constant(rng.normal(0.0, 2.0, shape).astype(np.float32)),
+            tf.constant(rng.normal(0.0, 1.0, shape).astype(np.float32)))
+
+
 @self_check
-def check_exercise_1(build_model) -> str:
+def check_exercise_1(build_model, *, seed: int | None = None) -> str:
     """Checks that build_model() returns a Keras model whose output is its input (bitwise) and
     whose gradient with respect to the input is half the upstream gradient.
 
     A second case, other inputs and upstream gradients, refuses an answer that returns the first
-    case's numbers.
+    case's numbers. With ``seed`` (the instructor edition's held-out cases) it tries inputs drawn
+    from it instead.
     """
     try:
         with running("building the model"):
@@ -35,6 +44,8 @@ def check_exercise_1(build_model) -> str:
     cases = ((tf.constant([[1.0, -2.0, 0.5], [3.0, 0.0, -1.5]]), tf.constant([[1.0, 2.0, -4.0], [0.5, -1.0, 3.0]])),
              (tf.constant(np.round(rng.uniform(-3.0, 3.0, (2, 3)), 2), tf.float32),    # copied numbers fail here
               tf.constant(np.round(rng.uniform(-4.0, 4.0, (2, 3)), 2), tf.float32)))
+    if seed is not None:
+        cases = (_held_out(seed, (3, 7)),)
     for case, (x, dy) in enumerate(cases):
         other = "on other inputs, " if case else ""
         with running(f"{other}running the model"):
@@ -133,13 +144,20 @@ def _check_exercise_2_case(clipped_backward, x, dy, other: str) -> np.ndarray:
 
 
 @self_check
-def check_exercise_2(clipped_backward) -> str:
+def check_exercise_2(clipped_backward, *, seed: int | None = None) -> str:
     """Checks a keras.ops.custom_gradient body: forward x, backward clip(upstream, -0.1, 0.1),
     with a grad function that accepts both grad(upstream) and grad(*args, upstream=...).
 
     A second case, other inputs and upstream gradients, refuses an answer that returns the first
-    case's numbers.
+    case's numbers. With ``seed`` (the instructor edition's held-out cases) it tries inputs drawn
+    from it instead.
     """
+    if seed is not None:
+        x, dy = _held_out(seed, (2, 5))
+        dy = tf.tensor_scatter_nd_update(0.3 * dy, [[0, 0], [0, 1]], [0.04, -0.5])   # one inside the clip, one out
+        expected = _check_exercise_2_case(clipped_backward, x, dy, "")
+        return (f"Both calling conventions return {expected}, and inside a Keras model the\n"
+                "output is x and the gradient is the clipped upstream gradient.")
     expected = _check_exercise_2_case(clipped_backward, tf.constant([[0.3, -1.2, 2.0]]),
                                       tf.constant([[0.05, -0.4, 2.0]]), "")
     rng = np.random.default_rng(6)                                      # copied numbers fail here

@@ -30,6 +30,15 @@ def _second_case() -> tuple[np.ndarray, np.ndarray]:
     return points, rng.uniform(-3.0, 3.0, points.size).astype(np.float32)
 
 
+def _held_out_points(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Other points and upstream gradients, drawn from ``seed``: 0, 1e-37, negatives and positives, shuffled."""
+    rng = np.random.default_rng(seed)
+    points = np.concatenate([[0.0, 1e-37], -rng.uniform(0.1, 5.0, 3), 10.0 ** rng.uniform(-3, 1, 4)])
+    order = rng.permutation(len(points))
+    upstream = rng.choice([-1.0, 1.0], len(points)) * rng.uniform(0.25, 3.0, len(points))
+    return points[order].astype(np.float32), upstream.astype(np.float32)
+
+
 def _value_and_gradient(fn, x, upstream, jit_compile):
     def run(x):
         with tf.GradientTape() as tape:
@@ -75,16 +84,18 @@ def _clamp_hint(fn) -> str:
 
 
 @self_check
-def check_exercise_1(safe_log) -> str:
+def check_exercise_1(safe_log, *, seed: int | None = None) -> str:
     """Checks ``safe_log``: log(x) for x > 0 and 0 elsewhere; gradient dy/x there and 0 elsewhere, eager and XLA.
 
     Includes x = 1e-37, 2e-38 and the smallest normal float32, where an epsilon (``log(x + eps)``) or
     a clamp (``log(max(x, eps))``) shows in the value, and a second seeded case with subnormals (which
     TensorFlow flushes to zero) and another upstream. A clamp found in the traced graph is named,
     also when its numbers pass: the exercise asks for the double where or a custom gradient, which
-    keep log x exact for every positive x.
+    keep log x exact for every positive x. With ``seed`` (the instructor edition's held-out cases) it
+    tries points and upstream gradients drawn from it instead.
     """
-    for case, (points, upstream) in enumerate(((POINTS, UPSTREAM), _second_case())):
+    cases = ((POINTS, UPSTREAM), _second_case()) if seed is None else (_held_out_points(seed),)
+    for case, (points, upstream) in enumerate(cases):
         x = tf.constant(points)
         positive = (x > 0).numpy()      # TensorFlow's own comparison: subnormals count as 0
         value = np.where(positive, np.log(np.where(positive, points, 1.0)), 0.0)
@@ -134,10 +145,20 @@ def check_exercise_1(safe_log) -> str:
 TABLE = (8, 2)
 
 
-def _example_slices() -> tf.IndexedSlices:
-    """A gradient of an 8 x 2 table with ids 4, 1, 4, 4, 0, 1 looked up (ids repeat, out of order)."""
-    values = tf.constant([[1.0, 2.0], [0.5, -1.0], [3.0, 0.0], [-1.0, 1.0], [2.0, 2.0], [0.0, 4.0]])
-    return tf.IndexedSlices(values, tf.constant([4, 1, 4, 4, 0, 1]), tf.constant(TABLE))
+def _example_slices(seed: int | None = None) -> tf.IndexedSlices:
+    """A gradient of an 8 x 2 table with ids 4, 1, 4, 4, 0, 1 looked up (ids repeat, out of order).
+
+    With ``seed``: another table (10 to 15 rows, 2 or 3 columns) and 6 to 9 ids with repeats, drawn from it.
+    """
+    if seed is None:
+        values = tf.constant([[1.0, 2.0], [0.5, -1.0], [3.0, 0.0], [-1.0, 1.0], [2.0, 2.0], [0.0, 4.0]])
+        return tf.IndexedSlices(values, tf.constant([4, 1, 4, 4, 0, 1]), tf.constant(TABLE))
+    rng = np.random.default_rng(seed)
+    rows, columns, count = int(rng.integers(10, 16)), int(rng.integers(2, 4)), int(rng.integers(6, 10))
+    ids = rng.choice(rng.choice(rows, 4, replace=False), count)
+    ids[:2] = ids[2]                                 # one id three times at least
+    values = rng.normal(0.0, 2.0, (count, columns)).astype(np.float32)
+    return tf.IndexedSlices(tf.constant(values), tf.constant(rng.permutation(ids)), tf.constant((rows, columns)))
 
 
 #: A second example: 5 rows looked up (ids 700, 3, 250) in a 1000 x 3 table, so that a tensor with as
@@ -173,19 +194,20 @@ def _in_a_graph(one_row_per_id, example) -> tuple[list, tuple]:
 
 
 @self_check
-def check_exercise_2(one_row_per_id) -> str:
+def check_exercise_2(one_row_per_id, *, seed: int | None = None) -> str:
     """Checks ``one_row_per_id``: an IndexedSlices with each index once and the same dense value.
 
     Two examples: 6 rows of an 8 x 2 table, then 5 rows of a 1000 x 3 table. The rows are merged
     without a tensor as large as the table (the point of keeping IndexedSlices): the answer runs as
     a graph on the second example, and a tensor with as many rows as the largest id looked up (a
     dense copy, a scatter into the table, an unsorted_segment_sum over max id + 1 segments) is
-    refused, as is an answer that runs only eagerly (``.numpy()``).
+    refused, as is an answer that runs only eagerly (``.numpy()``). With ``seed`` (the instructor
+    edition's held-out cases) the first example is a table and ids drawn from it instead.
     """
-    for example in (_example_slices, _large_slices):
+    for number, example in enumerate((lambda: _example_slices(seed), _large_slices)):
         slices = example()
         rows, (height, width) = int(slices.indices.shape[0]), LARGE_TABLE
-        other = "" if example is _example_slices else f"for {rows} rows of a {height} x {width} table, "
+        other = "" if number == 0 else f"for {rows} rows of a {height} x {width} table, "
         with running(f"{other}your function" if other else "your function"):
             result = one_row_per_id(slices)
             dense = tf.convert_to_tensor(result).numpy() if isinstance(result, tf.IndexedSlices) else None
@@ -211,7 +233,7 @@ def check_exercise_2(one_row_per_id) -> str:
             raise NotYet(f"{other}you return rows for ids {_ids(indices)}: return rows only for the ids "
                          f"looked up ({looked_up});\nrows for every id cost the table's memory. tf.unique gives "
                          "the ids, tf.math.unsorted_segment_sum\nadds their rows.")
-        if example is _example_slices:
+        if number == 0:
             first = (sorted(indices.tolist()), float(np.linalg.norm(result.values.numpy())), float(np.linalg.norm(dense)))
     largest = max(looked_up)
     shapes, _ = _in_a_graph(one_row_per_id, _large_slices)

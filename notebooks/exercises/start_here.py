@@ -22,37 +22,56 @@ def _bits(values) -> np.ndarray:
     return np.asarray(values, dtype=np.float32).view(np.uint32)
 
 
-def _forward_and_gradient(scale_and_clip, factor, bound):
+def _held_out(seed: int):
+    """Other inputs, drawn from ``seed``: x of another length (a -0.0 among them), dy, two settings.
+
+    As in the public cases, one setting has ``factor * |dy| > bound`` somewhere and ``|dy| < bound``
+    elsewhere, so "clip, then scale" and "scale, then clip" differ; the other flips the sign.
+    """
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(6, 10))
+    x = rng.normal(0.0, 2.0, size).astype(np.float32)
+    x[rng.integers(size)] = -0.0
+    dy = rng.uniform(-1.0, 1.0, size).astype(np.float32)
+    dy[:2] = (0.05, -0.9)                    # one |dy| under every bound below, one far over it
+    factor, bound = float(rng.uniform(1.5, 4.0)), float(rng.uniform(0.3, 0.8))
+    return (tf.constant(x), tf.constant(dy),
+            ((round(factor, 2), round(bound, 2)), (-round(factor / 2, 2), round(bound / 2, 2))))
+
+
+def _forward_and_gradient(scale_and_clip, factor, bound, x=_X, dy=_DY):
     with tf.GradientTape() as tape:
-        tape.watch(_X)
-        y = scale_and_clip(_X, factor, bound)
+        tape.watch(x)
+        y = scale_and_clip(x, factor, bound)
         y = None if y is None else tf.convert_to_tensor(y, dtype=tf.float32)
-    gradient = None if y is None else tape.gradient(y, _X, output_gradients=_DY)
+    gradient = None if y is None else tape.gradient(y, x, output_gradients=dy)
     return y, gradient
 
 
 @self_check
-def check_exercise_1(scale_and_clip) -> str:
+def check_exercise_1(scale_and_clip, *, seed: int | None = None) -> str:
     """Checks ``scale_and_clip(x, factor, bound)``: forward ``x`` bitwise, gradient ``clip(factor·dy)``.
 
     The upstream gradient ``dy`` is chosen (not 1), so a ``grad`` that ignores ``dy`` is caught, and
     so is the wrong order ``factor · clip(dy)``. Never raises: a failing answer prints what to fix.
     No structural test of the technique is needed: ``clip(factor * dy)`` is not linear in ``dy``, and
     TensorFlow's own gradients are, so only a custom gradient (the learner's or gradlab's) passes.
+    With ``seed`` (the instructor edition's held-out cases) it tries inputs drawn from it instead.
     """
-    for factor, bound in _SETTINGS:
+    x, upstream, settings = (_X, _DY, _SETTINGS) if seed is None else _held_out(seed)
+    for factor, bound in settings:
         with running(f"scale_and_clip(x, {factor}, {bound})"):
-            y, gradient = _forward_and_gradient(scale_and_clip, factor, bound)
+            y, gradient = _forward_and_gradient(scale_and_clip, factor, bound, x, upstream)
         if y is None:
             raise NotYet("scale_and_clip returned None. Return op(x), the value of your custom op.")
-        if y.shape != _X.shape or not np.array_equal(_bits(y), _bits(_X)):
-            raise NotYet(f"the forward value changed. For x = {_X.numpy()} you return {y.numpy()};\n"
+        if y.shape != x.shape or not np.array_equal(_bits(y), _bits(x)):
+            raise NotYet(f"the forward value changed. For x = {x.numpy()} you return {y.numpy()};\n"
                          "it must be x, bit for bit (return tf.identity(x) as the value).")
         if gradient is None:
             raise NotYet("no gradient reaches x (tape.gradient returned None). Return the "
                          "custom op's value, with its grad, and do not cut the path with tf.stop_gradient.")
         got = gradient.numpy()
-        dy = _DY.numpy()
+        dy = upstream.numpy()
         expected = np.clip(np.float32(factor) * dy, -bound, bound)
         if np.allclose(got, expected, rtol=1e-6, atol=0.0):
             continue

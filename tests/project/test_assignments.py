@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import re
 import sys
 import zipfile
@@ -23,6 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("make_assignments", ROOT / "tools" / "assignments" / "make_assignments.py")
 edition = sys.modules.setdefault("make_assignments", importlib.util.module_from_spec(_spec))
 _spec.loader.exec_module(edition)
+sys.path.insert(0, str(ROOT / "tools" / "assignments"))
+import grade  # noqa: E402  (make grade: tools/assignments/grade.py)
+import grade_sample  # noqa: E402
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
@@ -62,12 +66,14 @@ def test_every_exercise_becomes_a_question_with_a_prompt_a_solution_and_a_test(p
         assert learner <= solved, f"exercise {question.number}: the solution leaves {learner - solved} undefined"
         test = ast.parse(question.test())
         assert len(test.body) == 1 and isinstance(test.body[0], ast.FunctionDef)   # otter's exception-based format
-        assert question.test().count("assert passed, shown.getvalue().strip()") == len(question.checks) >= 1
+        assert question.test().count("raise AssertionError(shown.getvalue().strip())") == len(question.checks) >= 1
+        assert ("seed=7" in question.hidden_test(7)) and "seed=" not in question.test()
         assert [c for c in question.checks if c.startswith(f"check_exercise_{question.number}(")] == question.checks
     sources = [c.source for c in master.cells]
     assert sources[0].startswith("# ASSIGNMENT CONFIG") and master.cells[0].cell_type == "raw"
+    written = len(edition.written_questions(path.stem))             # manual questions: no tests
     for marker in ("BEGIN QUESTION", "END QUESTION", "BEGIN SOLUTION", "END SOLUTION", "BEGIN TESTS", "END TESTS"):
-        assert sum(s.startswith(f"# {marker}") for s in sources) == len(questions), marker
+        assert sum(s.startswith(f"# {marker}") for s in sources) == len(questions) + ("TESTS" not in marker) * written, marker
     assert not any("colab" in _tags(c) for c in master.cells), "the workbook's Colab cell stays out of the edition"
     assert "colab.research.google.com/assets/colab-badge" not in "".join(sources), "the badge opens the workbook's solutions"
     assert all(c.outputs == [] for c in master.cells if c.cell_type == "code")
@@ -188,8 +194,10 @@ def test_student_notebook_has_the_starter_code_and_no_solution(generated, path):
         assert "_solution" not in text, f"{kind}: a _solution name"
         notebook = nbformat.read(versions[kind], as_version=4)
         assert not any("solution" in _tags(c) or "otter_assign_solution_cell" in _tags(c) for c in notebook.cells)
-        answers = [c.source for c in notebook.cells if "otter_answer_cell" in _tags(c)]
+        answers = [c.source for c in notebook.cells if c.cell_type == "code" and "otter_answer_cell" in _tags(c)]
         assert answers == [q.answer(q.starter) for q in questions]
+        written = [c.source for c in notebook.cells if c.cell_type == "markdown" and "otter_answer_cell" in _tags(c)]
+        assert len(written) == len(edition.written_questions(path.stem))     # where a written answer goes
         code = [line.strip() for c in notebook.cells if c.cell_type == "code" for line in c.source.splitlines()]
         leaked = solution_lines & set(code)
         assert not leaked, f"{kind}: solution code in the student notebook: {sorted(leaked)}"
@@ -205,7 +213,7 @@ def test_student_notebook_has_the_starter_code_and_no_solution(generated, path):
         assert len(functions) == 1 and functions[0].decorator_list, "one test case, decorated by otter's @test_case"
         functions[0].decorator_list = []
         assert ast.dump(functions[0]) == ast.dump(ast.parse(question.test()).body[0])
-        assert f"points = {edition.POINTS}" in ast.unparse(test)
+        assert f"points = {edition._points(question.points)}" in ast.unparse(test)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -221,6 +229,16 @@ def test_solutions_notebook_and_autograder_zip(generated, path):
         assert {"files/workbook.py", f"files/{questions[0].module.replace('.', '/')}.py", "files/gradlab/__init__.py",
                 "environment.yml", "otter_config.json"} <= names
         environment = archive.read("environment.yml").decode()
+        for question in questions:       # the held-out cases are otter's hidden tests, in the zip only
+            test = archive.read(f"tests/{question.name}.py").decode()
+            assert ("hidden=True" in test) == question.hidden and ("seed=" in test) == question.hidden
+    student_tests = (versions["student"].parent / "tests").glob("*.py")
+    assert not any("hidden=True" in p.read_text() or "seed=" in p.read_text() for p in student_tests)
+    # make grade's copy: every file as its manifest says, the questions as the edition reads them.
+    grader = grade.load_grader(versions["grader"])
+    assert [(q["name"], q["checks"], q["points"], q["hidden"]) for q in grader["spec"]["questions"]] == [
+        (q.name, q.checks, q.points, q.hidden) for q in questions]
+    assert grader["notebook"].cells == nbformat.read(versions["student"], as_version=4).cells
     # otter grade's Docker image: otter-grader and the workbook's pins of what the notebooks import.
     pins = [line.strip().removeprefix("- ") for line in environment.splitlines()]
     assert f"otter-grader[grading,plugins]=={edition.otter_version()}" in pins
@@ -244,3 +262,149 @@ def test_colab_version_installs_what_it_needs_in_its_first_cell(generated, path)
     assert ast.literal_eval(literal) == tests
     assert colab.cells[1].source.endswith('grader = otter.Notebook(tests_dir="tests")')
     assert colab.cells[2].source.startswith(f"# {path.stem[:2]} · ")
+
+
+# ------------------------------------------------------------------------------------------------
+# make grade's pieces that need no TensorFlow (the sample class is graded by make test-assignments)
+# ------------------------------------------------------------------------------------------------
+
+def test_the_points_table_sets_points_a_written_question_and_held_out_cases():
+    table = edition.points_table()
+    _, questions = edition.source_notebook(ROOT / "notebooks" / "00_start_here.ipynb")
+    assert [q.points for q in questions] == [table["00_start_here"]["exercise_1"], table["00_start_here"]["exercise_2"]]
+    assert [q.hidden for q in questions] == [True, False]          # exercise 2 predicts one number
+    for stem in ("03_keras_layers", "13_recipes"):
+        _, questions = edition.source_notebook(ROOT / "notebooks" / f"{stem}.ipynb")
+        assert all(q.hidden for q in questions), stem
+    master, _ = edition.source_notebook(ROOT / "notebooks" / "00_start_here.ipynb", held_out=5)
+    sources = [c.source for c in master.cells]
+    assert any(s.startswith("# BEGIN QUESTION\nname: written_1\nmanual: true\npoints: 2") for s in sources)
+    assert sum("hidden: true" in s and "seed=5" in s for s in sources) == 1
+    with pytest.raises(edition.ConventionError, match="written_N"):
+        edition.written_questions("00_start_here", {"00_start_here": {"written": [{"name": "essay", "points": 1}]}})
+
+
+def test_otter_tests_say_a_name_is_undefined_instead_of_calling_none():
+    _, questions = edition.source_notebook(ROOT / "notebooks" / "00_start_here.ipynb")
+    assert "if scale_and_clip is None:" in questions[0].test()
+    assert "`scale_and_clip` is not defined: did its cell run?" in questions[0].test()
+    assert "is None" not in questions[1].test()            # your_answer = None is the starter: the check says so
+
+
+def test_students_are_folders_or_files_and_what_is_not_a_notebook_scores_zero(tmp_path):
+    (tmp_path / "alice").mkdir()
+    nbformat.write(nbformat.v4.new_notebook(), tmp_path / "alice" / "00_start_here.ipynb")
+    nbformat.write(nbformat.v4.new_notebook(), tmp_path / "bob.ipynb")
+    (tmp_path / "carol.py").write_text("print('hi')\n")
+    (tmp_path / "dan.ipynb").write_text('{"cells": [')
+    (tmp_path / "erin").mkdir()
+    (tmp_path / ".DS_Store").write_text("")
+    roster = grade.students(tmp_path, "00_start_here")
+    assert [(name, path.name if path else None) for name, path, _ in roster] == [
+        ("alice", "00_start_here.ipynb"), ("bob", "bob.ipynb"), ("carol", "carol.py"), ("dan", "dan.ipynb"),
+        ("erin", None)]
+    assert "no notebook" in roster[-1][2]
+    assert grade.read_submission(tmp_path / "carol.py")[1].startswith("not a notebook: carol.py")
+    assert grade.read_submission(tmp_path / "dan.ipynb")[1].startswith("not a readable notebook: dan.ipynb")
+    assert grade.read_submission(tmp_path / "bob.ipynb")[1] is None
+
+
+def _spec(hidden=True):
+    return {"questions": [{"name": "exercise_1", "number": 1, "points": 2, "hidden": hidden, "params": ["f"],
+                           "checks": ["check_exercise_1(f)"], "module": "exercises.fake"}], "written": []}
+
+
+@pytest.mark.parametrize("found, points, says", [
+    ({"missing": ["f"], "cell_error": "SyntaxError: invalid syntax (line 2)"}, 0,
+     "exercise_1: `f` is not defined: did its cell run? (its cell raised SyntaxError: invalid syntax (line 2))"),
+    ({"missing": [], "public": {"passed": False, "message": "Not yet: return x."}}, 0, "exercise_1: Not yet: return x."),
+    ({"missing": [], "public": {"passed": True, "message": "Correct! yes"},
+      "hidden": {"passed": False, "message": "Not yet: no"}}, 0,
+     "exercise_1: passes the self-check, but not the held-out cases: Not yet: no"),
+    ({"missing": [], "public": {"passed": True, "message": "Correct! yes"},
+      "hidden": {"passed": True, "message": "Correct!"}}, 2, "exercise_1: Correct! yes"),
+])
+def test_feedback_says_what_happened_without_assert_noise(found, points, says):
+    assert grade.feedback(_spec(), {"questions": {"exercise_1": found}}) == {"exercise_1": (points, says)}
+
+
+def test_tampering_scores_zero():
+    found = {"missing": [], "public": {"passed": True, "message": "Correct!"}, "hidden": {"passed": True, "message": ""}}
+    out = grade.feedback(_spec(), {"questions": {"exercise_1": found}, "tampered": ["numpy.allclose"]})
+    assert out["exercise_1"][0] == 0 and "numpy.allclose" in out["tampering"][1]
+
+
+def _fake_grader(tmp_path) -> Path:
+    """A grader copy with one pure-Python check (no TensorFlow), and its manifest."""
+    folder = tmp_path / "grader"
+    (folder / "files" / "exercises").mkdir(parents=True)
+    (folder / "files" / "exercises" / "__init__.py").write_text("")
+    (folder / "files" / "exercises" / "fake.py").write_text(
+        "class _Verdict:\n    def __init__(self, passed, message):\n        self.passed, self.message = passed, message\n\n\n"
+        "class _Check:\n    def __call__(self, *args, **kwargs):\n        print(self.verdict(*args, **kwargs).message)\n\n"
+        "    def verdict(self, f, seed=None):\n        x = 3 if seed is None else seed\n"
+        "        return _Verdict(f(x) == 2 * x, 'Correct!' if f(x) == 2 * x else f'Not yet: f({x}) should be {2 * x}.')\n\n\n"
+        "check_exercise_1 = _Check()\n")
+    cells = [nbformat.v4.new_code_cell("import otter\ngrader = otter.Notebook('99_fake.ipynb')"),
+             nbformat.v4.new_code_cell("GIVEN = 2"),
+             nbformat.v4.new_code_cell("from exercises.fake import check_exercise_1\n\ndef f(x):\n    return x\n\n"
+                                       "check_exercise_1(f)"),
+             nbformat.v4.new_code_cell('grader.check("exercise_1")')]
+    cells[2].metadata["tags"] = ["otter_answer_cell"]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), folder / "99_fake.ipynb")
+    spec = {"notebook": "99_fake.ipynb", "seed": 11, "questions": _spec()["questions"], "written": []}
+    (folder / "questions.json").write_text(json.dumps(spec))
+    manifest = {p.relative_to(folder).as_posix(): edition.sha256(p) for p in folder.rglob("*") if p.is_file()}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+def test_the_grader_refuses_a_copy_that_differs_from_its_manifest(tmp_path):
+    folder = _fake_grader(tmp_path)
+    assert grade.load_grader(folder)["spec"]["seed"] == 11
+    with open(folder / "files" / "exercises" / "fake.py", "a") as handle:
+        handle.write("check_exercise_1 = lambda *args: True\n")
+    with pytest.raises(grade.Tampered, match="does not match its SHA-256"):
+        grade.load_grader(folder)
+
+
+HONEST = "def f(x):\n    return GIVEN * x\n"
+CHEATS = {
+    "redefines the check and grader": "def f(x):\n    return x\n\ngrader = None\ncheck_exercise_1 = lambda *a, **k: True\n",
+    "patches the check module": ("import exercises.fake as m\n\ndef f(x):\n    return x\n\n"
+                                 "m.check_exercise_1.verdict = lambda *a, **k: True\nm._Check.verdict = lambda *a, **k: True\n"),
+    "rewrites the check on disk": ("def f(x):\n    return x\n\nwith open('exercises/fake.py', 'w') as h:\n"
+                                   "    h.write('check_exercise_1 = None')\n"),
+    "fits the public case": "def f(x):\n    return 6 if x == 3 else x\n",
+}
+
+
+@pytest.mark.parametrize("answer", [HONEST, *CHEATS.values()], ids=["honest", *CHEATS])
+def test_a_submission_scores_what_its_answer_deserves_whatever_it_patches(tmp_path, answer):
+    grader = grade.load_grader(_fake_grader(tmp_path))
+    report, why, _ = grade.run_student(grader, {"exercise_1": answer + "\ncheck_exercise_1(f)\n"}, 60, tmp_path / "log.txt")
+    assert why is None, (why, (tmp_path / "log.txt").read_text())
+    points, says = grade.feedback(grader["spec"], report)["exercise_1"]
+    assert points == (2 if answer == HONEST else 0), says
+
+
+@pytest.mark.parametrize("answer, reason", [
+    ("def f(x):\n    return 2 * x\n\nwhile True:\n    pass\n", "timed out after 5 s"),
+    ("import os\nos._exit(3)\n", "exited with code 3"),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", "killed by signal 9"),
+])
+def test_a_submission_that_hangs_or_crashes_gets_a_reason(tmp_path, answer, reason):
+    grader = grade.load_grader(_fake_grader(tmp_path))
+    report, why, _ = grade.run_student(grader, {"exercise_1": answer}, 5, tmp_path / "log.txt")
+    assert report is None and reason in why
+
+
+def test_the_docs_grade_with_one_make_grade_command_the_sample_repeats_per_notebook():
+    blocks = grade_sample.commands()
+    command = grade_sample.grade_command(blocks)
+    assert command.startswith("make grade NB=00_start_here SUBMISSIONS=") and "TIMEOUT=" in command
+    other = grade_sample.for_notebook(command, "13_recipes")
+    assert "NB=13_recipes" in other and "SUBMISSIONS=build/sample-class/13_recipes" in other
+    assert "00_start_here" not in other.replace("TIMEOUT", "")
+    assert any(block.startswith("make sample-class") for block in blocks)
+    assert not any("-p submissions" in block for block in blocks)       # otter 7 takes paths as arguments

@@ -140,3 +140,13 @@ def test_exercise_2_refuses_a_hard_coded_gradient(refused):
     assert out.startswith("Not yet: on other inputs, grad(upstream), as TensorFlow and JAX call it, returned "
                           "[[ 0.05 -0.1   0.1 ]] for upstream [[-0.08  0.29  0.08]];")
     assert "expected clip(upstream, -0.1, 0.1) = [[-0.08  0.1   0.08]]" in out and "numbers fixed in advance" in out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2024])
+def test_held_out_cases_decide_as_the_public_ones(seed):
+    """The instructor edition's held-out cases (check_exercise_N(..., seed=...)): other inputs, same verdicts."""
+    assert check_exercise_1.verdict(lambda: _model(_Halve()), seed=seed).passed
+    assert not check_exercise_1.verdict(lambda: _model(keras.layers.Identity()), seed=seed).passed
+    assert check_exercise_2.verdict(_agnostic, seed=seed).passed
+    assert not check_exercise_2.verdict(_answer(keras.ops.copy, lambda upstream: _clip(upstream)), seed=seed).passed
+    assert not check_exercise_2.verdict(_answer(keras.ops.copy, lambda *args, upstream=None: args[0]), seed=seed).passed

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from exercises.recipes import _example_slices, check_exercise_1, check_exercise_2
@@ -178,3 +179,17 @@ def test_the_example_gradient_repeats_ids_and_leaves_table_rows_unused():
     slices = _example_slices()
     indices = slices.indices.numpy().tolist()
     assert len(set(indices)) < len(indices) and int(slices.dense_shape[0]) > len(indices)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2024])
+def test_held_out_cases_decide_as_the_public_ones(seed):
+    """The instructor edition's held-out cases (check_exercise_N(..., seed=...)): other inputs, same verdicts."""
+    assert check_exercise_1.verdict(_double_where_log, seed=seed).passed
+    assert check_exercise_1.verdict(_custom_safe_log, seed=seed).passed
+    assert not check_exercise_1.verdict(lambda x: tf.math.log(tf.maximum(x, 1e-30)), seed=seed).passed
+    assert not check_exercise_1.verdict(lambda x: tf.where(x > 0, tf.math.log(x), 0.0), seed=seed).passed
+    assert not check_exercise_1.verdict(_forgets_dy, seed=seed).passed
+    assert check_exercise_2.verdict(_one_row_per_id, seed=seed).passed
+    assert not check_exercise_2.verdict(lambda slices: slices, seed=seed).passed
+    held_out = _example_slices(seed)
+    assert len(set(held_out.indices.numpy().tolist())) < len(held_out.indices.numpy())

@@ -94,3 +94,18 @@ def test_exercise_1_refuses_a_hard_coded_factor_and_bound(refused):
     """factor 3 and bound 1 of the first setting, whatever the arguments: the second setting refuses them."""
     out = refused(check_exercise_1(custom_op(lambda dy, f, b: tf.clip_by_value(3.0 * dy, -1.0, 1.0))))
     assert "with factor=-2.0, bound=0.5" in out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2024])
+def test_exercise_1_held_out_cases_decide_as_the_public_ones(seed):
+    """The instructor edition's held-out cases (check_exercise_1(..., seed=...)): other inputs, same verdicts."""
+    assert check_exercise_1.verdict(RIGHT, seed=seed).passed
+    for wrong in (lambda dy, f, b: dy, lambda dy, f, b: f * tf.clip_by_value(dy, -b, b), lambda dy, f, b: f * dy):
+        assert not check_exercise_1.verdict(custom_op(wrong), seed=seed).passed
+
+
+def test_exercise_1_held_out_cases_refuse_an_answer_fitted_to_the_public_ones():
+    def fitted(dy, f, b):
+        return tf.clip_by_value(f * dy, -b, b) if dy.shape[0] == 5 else dy
+    assert check_exercise_1.verdict(custom_op(fitted)).passed
+    assert "returns dy unchanged" in check_exercise_1.verdict(custom_op(fitted), seed=7).message

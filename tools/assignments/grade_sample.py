@@ -1,139 +1,118 @@
-"""Grades a sample of the instructor edition with `otter run` (no Docker): `make test-assignments`.
+"""Runs docs/instructors.md as written and grades the sample class (`make test-assignments`).
 
-For each sampled notebook it hands in, built from the generated student notebook:
+1. Every fenced ``bash`` block of docs/instructors.md runs, in order, exactly as written, from the
+   repository's root (``bash -euo pipefail``): building the edition, writing the sample class
+   (``make sample-class``), grading notebook 00's class with ``make grade`` and one submission with
+   ``otter run``.
+2. The documented ``make grade`` command grades the other notebooks of the sample (03 and 13), with
+   only ``NB``, ``SUBMISSIONS`` and ``RESULTS`` changed.
+3. Every gradebook must match the sample's expected scores (``build/sample-class/NN_name.expected.csv``,
+   written by ``sample_class.py``) student by student, exercise by exercise; the documented
+   ``otter run`` must have scored the reference submission in full.
 
-- ``solutions``: every answer cell holding the instructor's solution: full marks;
-- ``untouched``: the student notebook as handed out (the starter code): zero;
-- ``wrong``: the solutions with the typical mistake of ``wrong_answers.py``: that exercise 0, the others full;
+It prints the time each step took and each student's grading time.
 
-and, for the first notebook, ``colab``: the Colab version with the solutions (its first cell runs
-outside Colab too): full marks. Each submission is graded by ``otter run --debug`` with the
-notebook's autograder zip, so an error in any cell of the notebook fails the run, not only a wrong
-answer. The runs go side by side, one per core.
-
-The sample: 00 (a function to complete and a number to predict), 03 (given code kept beside the
-starter, a Keras model, a class renamed from ``...Solution``) and 13 (a topic notebook: ``tf.where``
-and ``tf.IndexedSlices``), the three of them about a minute of notebook time.
-
-Usage: python tools/assignments/grade_sample.py [--out build/assignments] [NN_name ...]
+Usage: python tools/assignments/grade_sample.py [--skip-docs]
 """
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
-import copy
+import csv
 import json
-import os
-import shutil
+import re
+import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import nbformat
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import make_assignments as edition  # noqa: E402
-from wrong_answers import WRONG_ANSWERS  # noqa: E402
-
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "instructors.md"
 SAMPLE = ("00_start_here", "03_keras_layers", "13_recipes")
 
 
-def answer_cells(notebook) -> list:
-    """The student notebook's answer cells, one per question, in order."""
-    return [c for c in notebook.cells if c.cell_type == "code" and "otter_answer_cell" in c.metadata.get("tags", [])]
+def commands(doc: Path = DOC) -> list[str]:
+    """The fenced ``bash`` blocks of ``doc``, in order."""
+    return re.findall(r"^```bash\n(.*?)^```", doc.read_text(), re.S | re.M)
 
 
-def hand_in(notebook, questions: list[edition.Question], bodies: dict[int, str]):
-    """``notebook`` with question N's answer cell holding ``bodies[N]`` in place of the starter."""
-    handed = copy.deepcopy(notebook)
-    cells = answer_cells(handed)
-    if len(cells) != len(questions):
-        raise SystemExit(f"{len(cells)} answer cells for {len(questions)} questions")
-    for cell, question in zip(cells, questions):
-        if cell.source != question.answer(question.starter):
-            raise SystemExit(f"exercise {question.number}'s answer cell is not head + starter + self-check:\n{cell.source}")
-        cell.source = question.answer(bodies.get(question.number, question.starter))
-    return handed
+def grade_command(blocks: list[str]) -> str:
+    """The documented ``make grade ...`` line (one block holds it)."""
+    lines = [line for block in blocks for line in block.splitlines() if line.startswith("make grade ")]
+    if len(lines) != 1:
+        raise SystemExit(f"docs/instructors.md must show one `make grade ...` command; found {lines}")
+    return lines[0].split("#")[0].strip()
 
 
-def wrong(stem: str, questions: list[edition.Question]) -> tuple[dict[int, str], set[int]]:
-    bodies = {q.number: q.solution for q in questions}
-    for number, (mistake, right, wrong_text) in WRONG_ANSWERS[stem].items():
-        solution = bodies[number]
-        if solution.count(right) != 1:
-            raise SystemExit(f"wrong_answers.py, {stem} exercise {number} ({mistake}): {right!r} is not once in its solution")
-        bodies[number] = solution.replace(right, wrong_text)
-    return bodies, set(WRONG_ANSWERS[stem])
+def for_notebook(command: str, stem: str) -> str:
+    """The documented grading command for another notebook: NB, SUBMISSIONS and RESULTS name ``stem``."""
+    words = shlex.split(command)
+    documented = next(w.split("=", 1)[1] for w in words if w.startswith("NB="))
+    return " ".join(shlex.quote(w.replace(documented, stem) if w.split("=")[0] in ("NB", "SUBMISSIONS", "RESULTS")
+                                else w) for w in words)
 
 
-def submissions(out: Path, stem: str, first: bool) -> list[tuple[str, Path, dict[str, float]]]:
-    """Writes the sample's submissions for ``stem``: (kind, notebook path, expected score per question)."""
-    _, found = edition.read_questions(edition.NOTEBOOKS / f"{stem}.ipynb")
-    questions = [q for *_, q in found]
-    student = nbformat.read(out / stem / "student" / f"{stem}.ipynb", as_version=4)
-    solutions = {q.number: q.solution for q in questions}
-    bodies, missed = wrong(stem, questions)
-    full = {q.name: float(edition.POINTS) for q in questions}
-    kinds = [("solutions", hand_in(student, questions, solutions), full),
-             ("untouched", student, {name: 0.0 for name in full}),
-             ("wrong", hand_in(student, questions, bodies),
-              {q.name: 0.0 if q.number in missed else float(edition.POINTS) for q in questions})]
-    if first:
-        colab = nbformat.read(out / stem / "colab" / f"{stem}.ipynb", as_version=4)
-        kinds.append(("colab", hand_in(colab, questions, solutions), full))
-    made = []
-    for kind, notebook, expected in kinds:
-        folder = out / "_grading" / stem / kind
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
-        nbformat.write(notebook, folder / f"{stem}.ipynb")
-        made.append((kind, folder / f"{stem}.ipynb", expected))
-    return made
+def results_of(command: str) -> Path:
+    return ROOT / next(w.split("=", 1)[1] for w in shlex.split(command) if w.startswith("RESULTS="))
 
 
-def grade(out: Path, stem: str, kind: str, path: Path) -> tuple[dict[str, float], float, str]:
-    """``otter run --debug`` on one submission: (score per question, seconds, otter's output)."""
-    zip_path = out / stem / "autograder" / f"{stem}-autograder.zip"
+def compare(gradebook: Path, expected: Path) -> list[str]:
+    """Where ``gradebook`` differs from ``expected`` (same students, same points per column)."""
+    with open(gradebook) as handle:
+        got = {row["student"]: row for row in csv.DictReader(handle)}
+    with open(expected) as handle:
+        wanted = {row["student"]: row for row in csv.DictReader(handle)}
+    problems = []
+    if set(got) != set(wanted):
+        problems.append(f"students differ: graded {sorted(got)}, expected {sorted(wanted)}")
+    for student in sorted(set(got) & set(wanted)):
+        for column, value in wanted[student].items():
+            if column != "student" and float(got[student].get(column) or "nan") != float(value):
+                problems.append(f"{student} {column}: {got[student].get(column)} (expected {value}); "
+                                f"status {got[student]['status']!r}; feedback: {got[student]['feedback'][:400]!r}")
+    return problems
+
+
+def run(command: str) -> float:
+    print(f"$ {command}", flush=True)
     began = time.monotonic()
-    run = subprocess.run([sys.executable, "-m", "otter", "run", "--debug", "--no-logo", "-a", str(zip_path),
-                          "-o", str(path.parent), str(path)], capture_output=True, text=True, cwd=path.parent)
-    seconds = time.monotonic() - began
-    results = path.parent / "results.json"
-    if run.returncode != 0 or not results.exists():
-        return {}, seconds, run.stdout + run.stderr
-    scores = {t["name"]: float(t["score"]) for t in json.loads(results.read_text())["tests"] if "score" in t}
-    return scores, seconds, run.stdout
+    subprocess.run(["bash", "-euo", "pipefail", "-c", command], cwd=ROOT, check=True)
+    return time.monotonic() - began
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("notebooks", nargs="*", default=list(SAMPLE))
-    parser.add_argument("--out", type=Path, default=edition.OUT)
+    parser.add_argument("--skip-docs", action="store_true", help="grade the sample only (the docs' commands ran already)")
     args = parser.parse_args(argv)
-    jobs = []
-    for position, stem in enumerate(args.notebooks):
-        if not (args.out / stem / "autograder" / f"{stem}-autograder.zip").exists():
-            raise SystemExit(f"no assignment for {stem} in {args.out}: run make assignments first")
-        if stem not in WRONG_ANSWERS:
-            raise SystemExit(f"tools/assignments/wrong_answers.py has no typical wrong answer for {stem}")
-        jobs += [(stem, *made) for made in submissions(args.out, stem, first=position == 0)]
-    started = time.monotonic()
+    blocks = commands()
+    documented = grade_command(blocks)
+    timings = []
+    if not args.skip_docs:
+        timings += [(block.strip().splitlines()[0][:70], run(block)) for block in blocks]
+    graded = {SAMPLE[0]: documented} if not args.skip_docs else {}
+    for stem in SAMPLE:
+        if stem not in graded:
+            graded[stem] = for_notebook(documented, stem)
+            timings.append((graded[stem][:70], run(graded[stem])))
     failures = []
-    print(f"{'notebook':18s} {'submission':10s} {'score':>7s} {'expected':>8s} {'time':>6s}")
-    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        futures = [pool.submit(grade, args.out, stem, kind, path) for stem, kind, path, _ in jobs]
-        for (stem, kind, _, expected), future in zip(jobs, futures):
-            scores, seconds, output = future.result()
-            total, wanted = sum(scores.values()), sum(expected.values())
-            ok = scores == expected
-            print(f"{stem:18s} {kind:10s} {total:3.0f}/{len(expected) * edition.POINTS:<3d} {wanted:6.0f}   {seconds:5.0f} s"
-                  + ("" if ok else "   <- FAILED"), flush=True)
-            if not ok:
-                failures.append(f"{stem} {kind}: scores {scores}, expected {expected}\n{output[-3000:]}")
-    print(f"{len(jobs)} submissions graded in {time.monotonic() - started:.0f} s")
+    for stem, command in graded.items():
+        problems = compare(results_of(command) / "gradebook.csv", ROOT / "build" / "sample-class" / f"{stem}.expected.csv")
+        failures += [f"{stem}: {p}" for p in problems]
+        with open(results_of(command) / "gradebook.csv") as handle:
+            seconds = [float(row["seconds"]) for row in csv.DictReader(handle) if float(row["seconds"]) > 0]
+        print(f"{stem}: {len(seconds)} submissions run, {sum(seconds) / max(1, len(seconds)):.0f} s each on average "
+              f"(the longest {max(seconds, default=0):.0f} s); gradebook "
+              + ("matches the expected scores" if not problems else f"differs in {len(problems)} place(s)"))
+    otter = sorted((ROOT / "build" / "otter-results").glob("*/results.json")) if not args.skip_docs else []
+    for path in otter:
+        tests = json.loads(path.read_text())["tests"]
+        if not all(t.get("score") == t.get("max_score") for t in tests):
+            scores = [(t["name"], t.get("score"), t.get("max_score")) for t in tests]
+            failures.append(f"otter run on {path.parent.name}: {scores}")
+    for what, seconds in timings:
+        print(f"{seconds:6.0f} s  {what}")
     for failure in failures:
-        print("\n" + failure, file=sys.stderr)
+        print(failure, file=sys.stderr)
     return 1 if failures else 0
 
 

@@ -10,15 +10,19 @@ One source of truth: everything is generated from the workbook's notebooks and t
    ``check_exercise_N.confirm(...)``; the Markdown from the exercise's title (``### Exercise N ...``
    or ``**Exercise N ...``) down to the starter states it;
 2. writes otter's source notebook ``source/NN_name.ipynb``: the lesson as it is, less the workbook's
-   Colab cell, and one otter question per exercise (1 point each) whose answer cell holds the
-   starter as otter's prompt and the solution (suffix stripped, confirm line dropped) as otter's
-   solution, and whose test asserts the same self-check on the learner's names;
+   Colab cell, and one otter question per exercise (its points from ``points.toml``) whose answer
+   cell holds the starter as otter's prompt and the solution (suffix stripped, confirm line dropped)
+   as otter's solution, and whose test asserts the same self-check on the learner's names; where the
+   check takes a ``seed``, a hidden test asserts it on the held-out cases; the written questions of
+   ``points.toml`` become otter's manual questions;
 3. runs ``otter assign`` on it (in this process), which writes ``student/`` (the notebook with the
    starter code, no solution, and the tests) and ``autograder/`` (the solutions notebook and the
    autograder zip, renamed ``NN_name-autograder.zip``);
 4. writes ``colab/NN_name.ipynb``: the student notebook whose first cell installs, on Colab, what it
    needs (the workbook's own Colab cell, reused as it stands, then otter-grader at its pin and the
    question's tests).
+5. writes ``grader/``: what ``make grade`` (``grade.py``) grades with, and ``manifest.json``, the
+   SHA-256 of each of its files.
 
 Usage: python tools/assignments/make_assignments.py [--out build/assignments] [--run-tests] [NN_name ...]
 
@@ -32,16 +36,19 @@ import ast
 import builtins
 import copy
 import dataclasses
+import hashlib
 import io
 import json
 import logging
 import re
+import secrets
 import shutil
 import subprocess
 import sys
 import textwrap
 import time
 import tokenize
+import tomllib
 from pathlib import Path
 
 import nbformat
@@ -55,7 +62,7 @@ import project_home  # noqa: E402  (the workbook's home, from pyproject.toml: wh
 NOTEBOOKS = ROOT / "notebooks"
 OUT = ROOT / "build" / "assignments"
 TOOL_REQUIREMENTS = Path(__file__).with_name("requirements.txt")
-POINTS = 1                                  # per exercise: its self-check passes or it does not
+POINTS_TABLE = Path(__file__).with_name("points.toml")   # the instructor's table: points, written questions, seed
 # The workbook's pins an autograder image needs to run a notebook (otter grade builds its Docker image from
 # the zip's environment.yml, which otter fills from them); gradlab itself travels in the zip, so nothing is
 # installed by name (gradlab-tf is not on PyPI yet, and the name gradlab on PyPI is another project's).
@@ -86,6 +93,8 @@ class Question:
     checks: list[str]           # the self-check calls, e.g. "check_exercise_1(scale_and_clip)"
     params: list[str]           # the notebook names the test reads from the graded notebook
     notes: str | None = None    # the workbook's "**Solution** ..." note, kept for the instructor only
+    points: float = 1           # from points.toml
+    hidden: bool = False        # its check takes a seed: held-out cases decide the grade
 
     @property
     def name(self) -> str:
@@ -114,14 +123,27 @@ class Question:
         feedback shows it once. otter reads the learner's names from the graded notebook by the
         test's parameter names.
         """
+        return self._test(f"test_{self.name}", "")
+
+    def hidden_test(self, seed: int) -> str:
+        """otter's hidden test: the same check on held-out cases drawn from ``seed`` (its ``seed`` argument)."""
+        return self._test(f"test_{self.name}_held_out", f", seed={seed}")
+
+    def _test(self, function: str, extra: str) -> str:
         checks = ", ".join(sorted({call.split("(")[0] for call in self.checks}))
+        # otter passes None for a name the notebook never defined (its cell failed): say so, not a TypeError.
+        starter_none = set(re.findall(r"^(\w+) = None\b", self.starter, re.M))
+        defined = "".join(f"    if {name} is None:\n"
+                          f"        raise AssertionError(\"`{name}` is not defined: did its cell run?\")\n"
+                          for name in self.params if name not in starter_none)
         calls = "".join("    shown = io.StringIO()\n"
                         "    with contextlib.redirect_stdout(shown):\n"
-                        f"        passed = bool({call})\n"
-                        "    assert passed, shown.getvalue().strip()\n" for call in self.checks)
-        return (f"def test_{self.name}({', '.join(self.params)}):\n"
+                        f"        passed = bool({call[:-1]}{extra}))\n"
+                        "    if not passed:\n"
+                        "        raise AssertionError(shown.getvalue().strip())\n" for call in self.checks)
+        return (f"def {function}({', '.join(self.params)}):\n"
                 "    import contextlib\n    import io\n"
-                f"    from {self.module} import {checks}\n" + calls)
+                f"    from {self.module} import {checks}\n" + defined + calls)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -365,9 +387,67 @@ def _require_own_imports(path: Path, cells) -> None:
                               "in the notebook's own imports")
 
 
-def source_notebook(path: Path) -> tuple[nbformat.NotebookNode, list[Question]]:
+def points_table(path: Path = POINTS_TABLE) -> dict:
+    """The instructor's table (points.toml): points per exercise, written questions, the held-out seed."""
+    return tomllib.loads(path.read_text()) if path.exists() else {}
+
+
+def written_questions(stem: str, table: dict | None = None) -> list[dict]:
+    """The written (hand-graded) questions of notebook ``stem``, as the table states them."""
+    table = points_table() if table is None else table
+    written = table.get(stem, {}).get("written", [])
+    for question in written:
+        missing = {"name", "points", "after", "prompt"} - set(question)
+        if missing or not re.fullmatch(r"written_\d+", str(question.get("name", ""))):
+            raise ConventionError(f"{POINTS_TABLE.name}, {stem}: a written question needs name = \"written_N\", "
+                                  f"points, after and prompt; {question.get('name')!r} lacks {sorted(missing)}")
+    return written
+
+
+def takes_seed(module: str, number: int) -> bool:
+    """Whether ``check_exercise_<number>`` in ``module`` takes ``seed`` (held-out cases), read from its source."""
+    path = NOTEBOOKS / (module.replace(".", "/") + ".py")
+    if not path.exists():
+        return False
+    tree = ast.parse(path.read_text())
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == f"check_exercise_{number}":
+            return any(arg.arg == "seed" for arg in node.args.kwonlyargs)
+    return False
+
+
+def _apply_table(stem: str, questions: list[Question], table: dict) -> None:
+    default = table.get("default", {}).get("exercise", 1)
+    own = {k: v for k, v in table.get(stem, {}).items() if k != "written"}
+    unknown = sorted(set(own) - {q.name for q in questions})
+    if unknown:
+        raise ConventionError(f"{POINTS_TABLE.name}: {stem} has no {unknown}")
+    for question in questions:
+        question.points = own.get(question.name, default)
+        question.hidden = takes_seed(question.module, question.number)
+
+
+def _points(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def seed(table: dict | None = None) -> int:
+    """The held-out cases' seed: the table's, or a new one at every build."""
+    table = points_table() if table is None else table
+    return int(table.get("hidden", {}).get("seed", secrets.randbelow(2**31)))
+
+
+def source_notebook(path: Path, held_out: int = 0) -> tuple[nbformat.NotebookNode, list[Question]]:
     """otter's source notebook for the workbook notebook at ``path``, and its questions."""
     notebook, found = read_questions(path)
+    table = points_table()
+    _apply_table(path.stem, [q for *_, q in found], table)
+    written = written_questions(path.stem, table)
+    names = {q.name for *_, q in found}
+    for question in written:
+        if question["after"] not in names:
+            raise ConventionError(f"{POINTS_TABLE.name}: {path.stem}'s {question['name']} follows "
+                                  f"{question['after']!r}, which is not one of {sorted(names)}")
     cells = notebook.cells
     out = [_raw(_config(path.stem))]
     spans = {start: (end, before, question) for start, end, before, question in found}
@@ -381,7 +461,7 @@ def source_notebook(path: Path) -> tuple[nbformat.NotebookNode, list[Question]]:
                 kept = _clean(cell)
                 kept.source = before.rstrip("\n") + "\n"
                 out.append(kept)
-            out.append(_raw(f"# BEGIN QUESTION\nname: {question.name}\npoints: {POINTS}"))
+            out.append(_raw(f"# BEGIN QUESTION\nname: {question.name}\npoints: {_points(question.points)}"))
             out += [nbformat.v4.new_markdown_cell(text) for text in question.prompt]
             out.append(_raw("# BEGIN SOLUTION"))
             answer = nbformat.v4.new_code_cell(question.answer_cell())
@@ -390,8 +470,17 @@ def source_notebook(path: Path) -> tuple[nbformat.NotebookNode, list[Question]]:
             if question.notes:
                 out.append(nbformat.v4.new_markdown_cell(question.notes))
             out.append(_raw("# END SOLUTION"))
-            out += [_raw("# BEGIN TESTS"), nbformat.v4.new_code_cell(question.test()), _raw("# END TESTS")]
+            tests = [nbformat.v4.new_code_cell(question.test())]
+            if question.hidden:
+                tests.append(nbformat.v4.new_code_cell('""" # BEGIN TEST CONFIG\nhidden: true\n""" # END TEST CONFIG\n'
+                                                       + question.hidden_test(held_out)))
+            out += [_raw("# BEGIN TESTS"), *tests, _raw("# END TESTS")]
             out.append(_raw("# END QUESTION"))
+            for extra in (w for w in written if w["after"] == question.name):
+                out += [_raw(f"# BEGIN QUESTION\nname: {extra['name']}\nmanual: true\npoints: {_points(extra['points'])}"),
+                        nbformat.v4.new_markdown_cell(extra["prompt"]), _raw("# BEGIN SOLUTION"),
+                        nbformat.v4.new_markdown_cell("_Graded by hand: the instructor's reading._"),
+                        _raw("# END SOLUTION"), _raw("# END QUESTION")]
             index = end + 1
             continue
         if cell.cell_type == "code" and "colab" in _tags(cell):
@@ -455,9 +544,9 @@ def colab_notebook(student: nbformat.NotebookNode, notebook_path: Path, tests: d
 # Running otter assign
 # ------------------------------------------------------------------------------------------------
 
-def stage(path: Path, out: Path) -> tuple[Path, list[Question]]:
+def stage(path: Path, out: Path, held_out: int = 0) -> tuple[Path, list[Question]]:
     """Writes ``out/<stem>/source/``: otter's source notebook with what it ships beside it."""
-    master, questions = source_notebook(path)
+    master, questions = source_notebook(path, held_out)
     source = out / path.stem / "source"
     shutil.rmtree(out / path.stem, ignore_errors=True)
     source.mkdir(parents=True)
@@ -474,11 +563,46 @@ def stage(path: Path, out: Path) -> tuple[Path, list[Question]]:
     return master_path, questions
 
 
-def assign(path: Path, out: Path, run_tests: bool = False) -> dict[str, Path]:
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def grader_copy(path: Path, result: Path, questions: list[Question], held_out: int) -> Path:
+    """Writes ``grader/``: what ``make grade`` grades with, and ``manifest.json``, its files' SHA-256.
+
+    The notebook as handed out (its lesson cells run; only the answer cells come from a submission),
+    the check modules and the helpers, and ``questions.json`` (each exercise's checks, the names they
+    read, its points, whether held-out cases decide it; the written questions; the seed).
+    """
+    grader = result / "grader"
+    shutil.rmtree(grader, ignore_errors=True)
+    grader.mkdir()
+    shutil.copy2(result / "student" / path.name, grader / path.name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
+    for helper in helpers():
+        if helper.is_dir():
+            shutil.copytree(helper, grader / "files" / helper.name, ignore=ignore)
+        else:
+            (grader / "files").mkdir(exist_ok=True)
+            shutil.copy2(helper, grader / "files" / helper.name)
+    spec = {"notebook": path.name, "seed": held_out, "commit": commit(),
+            "questions": [{"name": q.name, "number": q.number, "module": q.module, "checks": q.checks,
+                           "params": q.params, "points": q.points, "hidden": q.hidden} for q in questions],
+            "written": [{"name": w["name"], "points": w["points"], "after": w["after"]}
+                        for w in written_questions(path.stem)]}
+    (grader / "questions.json").write_text(json.dumps(spec, indent=1) + "\n")
+    files = sorted(p for p in grader.rglob("*") if p.is_file())
+    manifest = {p.relative_to(grader).as_posix(): sha256(p) for p in files}
+    (grader / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    return grader
+
+
+def assign(path: Path, out: Path, run_tests: bool = False, held_out: int | None = None) -> dict[str, Path]:
     """Generates every version of one notebook into ``out/<stem>/``; returns their paths."""
     from otter.assign import main as otter_assign
 
-    master, questions = stage(path, out)
+    held_out = seed() if held_out is None else held_out
+    master, questions = stage(path, out, held_out)
     result = out / path.stem
     otter_assign(str(master), str(result), no_pdfs=True, no_run_tests=not run_tests)
     zips = sorted((result / "autograder").glob(f"{path.stem}-autograder_*.zip"))
@@ -491,8 +615,9 @@ def assign(path: Path, out: Path, run_tests: bool = False) -> dict[str, Path]:
     (result / "colab").mkdir()
     colab_path = result / "colab" / path.name
     nbformat.write(colab_notebook(student, path, tests), colab_path)
+    grader = grader_copy(path, result, questions, held_out)
     return {"source": master, "student": student_path, "colab": colab_path,
-            "solutions": result / "autograder" / path.name, "autograder": zip_path}
+            "solutions": result / "autograder" / path.name, "autograder": zip_path, "grader": grader}
 
 
 def commit() -> str:
@@ -518,19 +643,21 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("otter").setLevel(logging.WARNING)
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    held_out = seed()
     for path in paths:
         began = time.monotonic()
         try:
-            assign(path, args.out, run_tests=args.run_tests)
+            assign(path, args.out, run_tests=args.run_tests, held_out=held_out)
         except ConventionError as error:
             raise SystemExit(f"{error}\n(the instructor edition is generated from the workbook's exercise conventions: "
                              "see tools/assignments/make_assignments.py)") from error
-        print(f"{path.stem}: student, colab, autograder in {time.monotonic() - began:.1f} s")
+        print(f"{path.stem}: student, colab, autograder, grader in {time.monotonic() - began:.1f} s")
     (args.out / "README.md").write_text(
         f"# gradlab · instructor edition (otter-grader {otter_version()}), generated from commit {commit()}\n\n"
         "Per notebook: `student/` (hand out the folder), `colab/` (the Colab-ready student notebook),\n"
         "`autograder/` (the solutions notebook and `NN_name-autograder.zip` for `otter run` / `otter grade`),\n"
-        "`source/` (otter's source notebook). See docs/instructors.md.\n")
+        "`source/` (otter's source notebook), `grader/` (what `make grade` grades with, and its manifest).\n"
+        "See docs/instructors.md.\n")
     print(f"{len(paths)} assignment(s) in {args.out} ({time.monotonic() - started:.0f} s)")
     return 0
 
