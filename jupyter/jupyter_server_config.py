@@ -12,7 +12,11 @@ and saves it unchanged sees nothing in ``git status``:
 - an explorer's output keeps the widget ``model_id`` stored in its file when nothing else in that
   output changed. Every run creates the widget anew under a random id, while its PNG fallback (what
   GitHub and the book show) is drawn the same. The id names a widget of the running kernel only,
-  which the saved file does not hold (no widget state is stored), so the stored one serves as well.
+  which the saved file does not hold (no widget state is stored), so the stored one serves as well;
+- a solution (a code cell tagged ``solution``) whose stored version has its output collapsed
+  (``collapsed`` and ``jupyter.outputs_hidden``) keeps it collapsed. Running a cell deletes both
+  keys, so Restart and Run All would otherwise show every solution's output and change the file.
+  Only absent keys are restored: a learner who expands a solution's output keeps it expanded.
 """
 import json
 import os
@@ -46,8 +50,23 @@ def keep_stored_widget_ids(content, stored):
                 view["model_id"] = stored_view["model_id"]
 
 
+def keep_solutions_collapsed(content, stored):
+    """Give each solution of ``content`` that lost ``collapsed``/``outputs_hidden`` the stored ``true``."""
+    stored_cells = {cell.get("id"): cell for cell in stored.get("cells", []) if cell.get("id")}
+    for cell in content.get("cells", []):
+        meta = cell.get("metadata") or {}
+        old = (stored_cells.get(cell.get("id")) or {}).get("metadata") or {}
+        if cell.get("cell_type") != "code" or "solution" not in (meta.get("tags") or []):
+            continue
+        if old.get("collapsed") is True and (old.get("jupyter") or {}).get("outputs_hidden") is True:
+            jupyter = meta.setdefault("jupyter", {})
+            if "collapsed" not in meta and "outputs_hidden" not in jupyter:
+                meta["collapsed"] = jupyter["outputs_hidden"] = True
+                cell["metadata"] = meta
+
+
 def keep_stored_metadata(model, path, contents_manager, **kwargs):
-    """Pre-save hook: keep the stored ``language_info`` and the stored widget ids of unchanged explorer outputs."""
+    """Pre-save hook: keep the stored ``language_info``, widget ids of unchanged explorer outputs and collapsed solutions."""
     if model.get("type") != "notebook" or not isinstance(model.get("content"), dict):
         return
     # Read from disk (the default contents manager is asynchronous; a hook cannot await it).
@@ -61,6 +80,7 @@ def keep_stored_metadata(model, path, contents_manager, **kwargs):
     if info:
         model["content"].setdefault("metadata", {})["language_info"] = info
     keep_stored_widget_ids(model["content"], stored)
+    keep_solutions_collapsed(model["content"], stored)
 
 
 c = get_config()  # noqa: F821 (provided by the Jupyter config loader)

@@ -19,7 +19,7 @@ or what its outputs say. What it stores:
   cell tagged ``solution``) gets the title ``# @title Solution to exercise N`` (N counts the
   solutions from 1); a first comment such as ``# Solution: scale dy first`` becomes the title, its
   hint kept as a second line (``# scale dy first``). The Colab cell (tag ``colab``) keeps its own
-  wording: ``# @title Colab only: ...``. Only the code is hidden: a solution's output says no more
+  wording: ``# @title Colab only: ...``. A solution's output is collapsed as well, and says no more
   than "This solution passes check_exercise_N." (``tools/nblint.py``'s rule ``solution-executed``);
 * what JupyterLab writes when it opens a notebook and saves it untouched, and when it runs every
   cell (Restart and Run All) and saves it, so that both leave the file byte for byte as it was and a
@@ -27,9 +27,11 @@ or what its outputs say. What it stores:
   (``tests/project/test_browser.py`` opens and saves every notebook, and runs all of 01 and 08):
   - the kernelspec as the running kernel's spec states it: ``name``, ``display_name``,
     ``language`` and nothing else; ipykernel's ``python3`` is displayed "Python 3 (ipykernel)";
-  - no hidden outputs on a code cell: running a cell shows its output, and JupyterLab then deletes
-    ``collapsed`` and ``jupyter.outputs_hidden`` (``jupyter.source_hidden`` stays), so neither is
-    stored as ``true``;
+  - no hidden outputs on a code cell but a solution: running a cell shows its output, and JupyterLab
+    then deletes ``collapsed`` and ``jupyter.outputs_hidden`` (``jupyter.source_hidden`` stays), so
+    neither is stored as ``true``. A solution keeps both ``true`` (its output is collapsed too, so a
+    solution opened in JupyterLab shows one line and nothing else); after a Run All the server
+    settings (``jupyter/jupyter_server_config.py``) put them back on save;
   - ``collapsed`` mirrors ``jupyter.outputs_hidden`` on every cell (either one sets the other; on
     a code cell, what remains of them is ``false``);
   - a code cell's ``scrolled`` is dropped unless it is ``true`` (``false`` and ``"auto"`` go);
@@ -88,11 +90,22 @@ def store_kernelspec(nb) -> list[str]:
     return ["kernelspec"]
 
 
+def hide_outputs(cell) -> list[str]:
+    """A solution's output is collapsed too: ``collapsed`` and ``jupyter.outputs_hidden`` both ``true``."""
+    meta = cell.metadata
+    jupyter = meta.setdefault("jupyter", {})
+    if meta.get("collapsed") is True and jupyter.get("outputs_hidden") is True:
+        return []
+    meta["collapsed"] = jupyter["outputs_hidden"] = True
+    return ["outputs hidden"]
+
+
 def show_outputs(cell) -> list[str]:
-    """No hidden outputs on a code cell: running it (Run All) shows them, deleting both keys."""
+    """No hidden outputs on a code cell but a solution: running it (Run All) shows them, deleting both keys."""
     meta = cell.metadata
     jupyter = meta.get("jupyter", {})
-    if cell.cell_type != "code" or not (meta.get("collapsed") is True or jupyter.get("outputs_hidden") is True):
+    hidden = meta.get("collapsed") is True or jupyter.get("outputs_hidden") is True
+    if cell.cell_type != "code" or "solution" in tags(cell) or not hidden:
         return []
     meta.pop("collapsed", None)
     jupyter.pop("outputs_hidden", None)
@@ -157,7 +170,7 @@ def title_solution(cell, number: int) -> list[str]:
         body = f"# {hint}\n{rest}" if hint else rest
     else:
         body = cell.source  # no title yet: it goes above whatever the cell starts with
-    return retitle(cell, f"{TITLE}Solution to exercise {number}", body) + form_view(cell)
+    return retitle(cell, f"{TITLE}Solution to exercise {number}", body) + form_view(cell) + hide_outputs(cell)
 
 
 def title_colab(cell) -> list[str]:

@@ -472,7 +472,7 @@ def solution_own_names(nb: Notebook):
     """A solution binds only its own names (`<name>_solution`) and confirms the exercise's self-check on them.
 
     The solution calls ``check_exercise_N.confirm(...)``, which says only that it passes (the check's
-    verdict states the answer, and JupyterLab shows a solution's output once Run All has run it);
+    verdict states the answer, and Colab shows a solution's output, and JupyterLab once the learner expands it);
     the exercise cell calls ``check_exercise_N(...)`` on the learner's own names.
     """
     code = nb.code()

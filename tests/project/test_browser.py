@@ -330,10 +330,11 @@ def first_solution(path: Path) -> tuple[int, str]:
 
 @pytest.mark.browser
 def test_a_solutions_code_stays_hidden_until_the_learner_expands_it(request):
-    """Opened in JupyterLab, an exercise's solution shows its title, not its code; one click on the
-    placeholder reveals the code. Its output shows, as it does once Run All has run the cell (running
-    a cell shows its output, so tools/nbfmt.py stores none hidden): it says only that the solution
-    passes its check, which strict nbval re-computes, so the hidden cell is still run by CI."""
+    """Opened in JupyterLab, an exercise's solution shows its title, not its code, and its output is
+    collapsed too (tools/nbfmt.py; the server settings keep it so after Run All): JupyterLab shows
+    the title alone. One click on it reveals the code, one more on the output's placeholder the
+    output. That says only that the solution passes its check, which strict nbval re-computes, so the
+    hidden cell is still run by CI."""
     require_browser()
     from playwright.sync_api import sync_playwright
 
@@ -354,11 +355,8 @@ def test_a_solutions_code_stays_hidden_until_the_learner_expands_it(request):
             input_placeholder.wait_for(state="visible", timeout=30_000)
             assert input_placeholder.inner_text().strip().startswith("# @title Solution to exercise 1")
             assert not cell.locator(".jp-InputArea-editor").is_visible()
-            output = cell.locator(".jp-OutputArea")
-            output.wait_for(state="visible", timeout=30_000)
-            assert output.inner_text().strip() == "This solution passes check_exercise_1.", (
-                "the stored solution output must say only that the solution passes")
-            assert cell.locator(".jp-OutputPlaceholder").count() == 0, "the output is stored hidden"
+            # Code and output both collapsed: JupyterLab shows the title and nothing under it.
+            assert not cell.locator(".jp-Cell-outputWrapper").is_visible(), "the solution's output is stored collapsed"
             assert answer not in cell.inner_text(), "the answer is on screen"
             assert not page.get_by_text(answer, exact=False).first.is_visible(), "the answer is on screen"
 
@@ -366,6 +364,14 @@ def test_a_solutions_code_stays_hidden_until_the_learner_expands_it(request):
             editor = cell.locator(".jp-InputArea-editor")
             editor.wait_for(state="visible", timeout=30_000)
             assert answer in editor.inner_text()
+
+            output_placeholder = cell.locator(".jp-OutputPlaceholder")  # and its output, one click more
+            output_placeholder.wait_for(state="visible", timeout=30_000)
+            output_placeholder.click()
+            output = cell.locator(".jp-OutputArea")
+            output.wait_for(state="visible", timeout=30_000)
+            assert output.inner_text().strip() == "This solution passes check_exercise_1.", (
+                "the stored solution output must say only that the solution passes")
         finally:
             browser.close()
 
@@ -598,8 +604,9 @@ def test_restart_run_all_and_save_leaves_a_learners_clone_clean(request, noteboo
     editing it and saves it (Ctrl+S, or the autosave two minutes later): `git status` in their clone
     stays empty. The stored notebook is one clean run whose outputs a browser run reproduces byte for
     byte, and it stores what JupyterLab writes after running a cell: no hidden outputs (running a
-    cell shows its output, dropping `collapsed` and `jupyter.outputs_hidden`), while a solution's
-    and the Colab cell's code stays hidden (`jupyter.source_hidden`, form view)."""
+    cell shows its output, dropping `collapsed` and `jupyter.outputs_hidden`) but a solution's, which
+    the server settings collapse again on save, while a solution's and the Colab cell's code stays
+    hidden (`jupyter.source_hidden`, form view)."""
     require_browser()
     from playwright.sync_api import sync_playwright
 

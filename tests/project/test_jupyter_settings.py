@@ -2,7 +2,8 @@
 
 Its pre-save hook keeps a learner's clone clean: the stored ``language_info`` (tested in a real
 browser by tests/project/test_browser.py) and the stored widget ``model_id`` of an explorer output
-whose picture did not change. These tests pin the hook's contract on notebooks built here.
+whose picture did not change, and a solution's collapsed output after Run All. These tests pin the
+hook's contract on notebooks built here.
 """
 from __future__ import annotations
 
@@ -64,3 +65,31 @@ def test_a_new_or_unreadable_notebook_is_saved_as_it_is(tmp_path):
     (tmp_path / "broken.ipynb").write_text("{not json")
     SETTINGS["keep_stored_metadata"](model, "/broken.ipynb", manager)
     assert model["content"] == _explorer_notebook("new-id")
+
+
+def _solution_notebook(**metadata) -> dict:
+    cell = {"cell_type": "code", "id": "sol", "execution_count": 9, "source": "# @title Solution to exercise 1",
+            "metadata": {"tags": ["solution"], "cellView": "form", **metadata},
+            "outputs": [{"output_type": "stream", "name": "stdout", "text": "This solution passes check_exercise_1."}]}
+    return {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+
+
+HIDDEN = {"collapsed": True, "jupyter": {"source_hidden": True, "outputs_hidden": True}}
+
+
+def test_a_solution_run_by_run_all_stays_collapsed(tmp_path):
+    """Running a cell deletes `collapsed` and outputs_hidden; the stored `true`s come back on save."""
+    content = _save(tmp_path, _solution_notebook(**HIDDEN), _solution_notebook(jupyter={"source_hidden": True}))
+    assert content == _solution_notebook(**HIDDEN)
+
+
+def test_a_solution_the_learner_expanded_stays_expanded(tmp_path):
+    expanded = _solution_notebook(collapsed=False, jupyter={"source_hidden": True, "outputs_hidden": False})
+    assert _save(tmp_path, _solution_notebook(**HIDDEN), expanded) == expanded
+
+
+def test_only_solutions_are_collapsed_again(tmp_path):
+    stored, saved = _solution_notebook(**HIDDEN), _solution_notebook(jupyter={"source_hidden": True})
+    for notebook in (stored, saved):
+        notebook["cells"][0]["metadata"]["tags"] = ["exercise"]
+    assert _save(tmp_path, stored, saved) == saved

@@ -40,8 +40,8 @@ def test_solutions_get_colabs_form_view_a_numbered_title_and_keep_their_hint():
         ("# Solution to exercise 2\nz = 3", {"tags": ["solution"], "jupyter": {"source_hidden": True}}),
         ("w = 4", {"tags": ["solution"]}),
         ("# @title Solution to exercise 9: old title\n# more hint\nv = 5", {"tags": ["solution"]}),
-        ("# Solution\nu = 6", {"tags": ["solution"], "collapsed": True,    # as nbfmt stored them until issue 38
-                               "jupyter": {"source_hidden": True, "outputs_hidden": True}}),
+        ("# Solution\nu = 6", {"tags": ["solution"], "collapsed": False,    # as a learner's expanded save leaves it
+                               "jupyter": {"source_hidden": True, "outputs_hidden": False}}),
     ))
     sources = [cell.source for cell in nb.cells]
     assert sources == [
@@ -53,8 +53,9 @@ def test_solutions_get_colabs_form_view_a_numbered_title_and_keep_their_hint():
         "# @title Solution to exercise 5\nu = 6",
     ]
     assert nb.cells[0].metadata == {}
-    for cell in nb.cells[1:]:  # the code hidden, the output not (running the cell in JupyterLab shows it)
-        assert cell.metadata == {"cellView": "form", "tags": ["solution"], "jupyter": {"source_hidden": True}}
+    for cell in nb.cells[1:]:  # the code and the output hidden (the server settings keep them so after a Run All)
+        assert cell.metadata == {"cellView": "form", "tags": ["solution"], "collapsed": True,
+                                 "jupyter": {"source_hidden": True, "outputs_hidden": True}}
 
 
 def test_the_colab_cell_gets_form_view_and_keeps_its_wording():
@@ -133,7 +134,7 @@ def test_check_names_the_file_changes_nothing_and_exits_1(tmp_path):
     tool = [sys.executable, str(ROOT / "tools" / "nbfmt.py")]
     result = subprocess.run([*tool, "--check", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 1 and path.read_bytes() == before
-    assert result.stdout == (f"{path}: not formatted (kernelspec; cell 1: title, cellView, source_hidden): "
+    assert result.stdout == (f"{path}: not formatted (kernelspec; cell 1: title, cellView, source_hidden, outputs hidden): "
                              f"run python tools/nbfmt.py {path}\n")
     result = subprocess.run([*tool, str(path)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stdout.startswith(f"formatted {path}: ")
