@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+from pathlib import Path
 
 #: The environment TensorFlow reads at import: no C++ info and warning lines, and none of oneDNN's
 #: optional graph rewrites (which also print a notice).
@@ -17,19 +18,32 @@ PRINT_DECIMALS = 4
 #: one float32 rounding error off (``nudge_optimizer_updates``). CI runs strict nbval so, and a
 #: compared output that changes is one another CPU could change too.
 NUDGE_VARIABLE = "GRADLAB_NUDGE"
+#: The language of the workbook's messages, set by ``setup(language=...)`` (see ``exercises/_i18n.py``).
+LANGUAGE_VARIABLE = "GRADLAB_LANGUAGE"
+LOCALE_DIR = Path(__file__).resolve().parent / "locale"
 
 
-def setup(seed: int = 0) -> None:
+def setup(seed: int = 0, *, language: str = "en") -> None:
     """Quiet TensorFlow, run one op at a time on one thread, seed everything, fix NumPy's printing.
 
     Args:
       seed: passed to ``keras.utils.set_random_seed``, which seeds Python, NumPy and TensorFlow.
+      language: the language of the workbook's messages in this kernel (the self-checks' verdicts,
+        this function's own output): ``"en"``, or an edition with a catalog in ``notebooks/locale``
+        (``"zh_CN"``, which the Chinese notebooks in ``notebooks/zh`` choose). Exceptions stay English.
 
     Prints one line with the versions in use and one with the CPU architecture and the settings:
     a learner on another machine can compare them with the stored output of the setup cell.
     """
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer; got {seed!r}")
+    languages = ["en", *sorted(mo.parents[1].name for mo in LOCALE_DIR.glob("*/LC_MESSAGES/workbook.mo"))]
+    if language not in languages:
+        raise ValueError(f"language must be one of {languages}; got {language!r}")
+    if language == "en":
+        os.environ.pop(LANGUAGE_VARIABLE, None)
+    else:
+        os.environ[LANGUAGE_VARIABLE] = language      # read by exercises._i18n when a message is shown
     os.environ.update(ENVIRONMENT)      # read when TensorFlow loads; child processes inherit it
     import keras
     import numpy as np
@@ -48,7 +62,10 @@ def setup(seed: int = 0) -> None:
     _inline_plots()
     print(f"TensorFlow {tf.__version__} · Keras {keras.__version__} · NumPy {np.__version__} · "
           f"gradlab {gradlab.__version__}")
-    print(f"{platform.machine()} CPU · 1 thread, one op at a time · seed {seed} · arrays print {PRINT_DECIMALS} decimals")
+    from exercises._i18n import _
+
+    print(_("{machine} CPU · 1 thread, one op at a time · seed {seed} · arrays print {decimals} decimals").format(
+        machine=platform.machine(), seed=seed, decimals=PRINT_DECIMALS))
 
 
 def nudge_optimizer_updates() -> None:

@@ -21,6 +21,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from exercises._i18n import _
+
 __all__ = ["NotYet", "Verdict", "self_check", "running", "first_line", "first_hint", "shown",
            "custom_gradient_ops", "GradientRule", "gradient_rules"]
 
@@ -134,13 +136,14 @@ def running(what: str = "your function", *, last: bool = False, hint: str = "") 
         raise
     except Exception as error:  # a learner's code may raise anything: report it, never crash
         separator = "" if not hint or hint.startswith("\n") else " "
-        raise NotYet(f"{what} raised {first_line(error, last=last)}.{separator}{hint}" if hint
-                     else f"{what} raised {first_line(error, last=last)}") from error
+        # The error itself stays in English (TensorFlow's and gradlab's messages are English).
+        raised = _("{what} raised {error}").format(what=what, error=first_line(error, last=last))
+        raise NotYet(f"{raised}.{separator}{hint}" if hint else raised) from error
 
 
 def _not_yet(message: str) -> str:
     # "Not yet (setting): ..." reads better than "Not yet: (setting) ..." when a check names a setting.
-    return "Not yet " + message if message.startswith("(") else "Not yet: " + message
+    return (_("Not yet ") if message.startswith("(") else _("Not yet: ")) + message
 
 
 class SelfCheck:
@@ -156,7 +159,7 @@ class SelfCheck:
             shown = self._body(*args, **kwargs)
         except NotYet as not_yet:
             return Verdict(False, _not_yet(str(not_yet)))
-        return Verdict(True, "Correct! " + shown)
+        return Verdict(True, _("Correct! ") + shown)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Verdict:
         verdict = self.verdict(*args, **kwargs)
@@ -172,7 +175,7 @@ class SelfCheck:
             verdict = self.verdict(*args, **kwargs)
         if not verdict:
             raise AssertionError(f"the solution fails {self.__name__}: {verdict.message}")
-        print(f"This solution passes {self.__name__}.")
+        print(_("This solution passes {check}.").format(check=self.__name__))
 
     def __repr__(self) -> str:
         return f"<self-check {self.__name__}>"

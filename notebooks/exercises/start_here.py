@@ -8,6 +8,7 @@ import tensorflow as tf
 
 import gradlab
 from exercises._harness import NotYet, running, self_check
+from exercises._i18n import _
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
@@ -63,70 +64,71 @@ def check_exercise_1(scale_and_clip, *, seed: int | None = None) -> str:
         with running(f"scale_and_clip(x, {factor}, {bound})"):
             y, gradient = _forward_and_gradient(scale_and_clip, factor, bound, x, upstream)
         if y is None:
-            raise NotYet("scale_and_clip returned None. Return op(x), the value of your custom op.")
+            raise NotYet(_("scale_and_clip returned None. Return op(x), the value of your custom op."))
         if y.shape != x.shape or not np.array_equal(_bits(y), _bits(x)):
-            raise NotYet(f"the forward value changed. For x = {x.numpy()} you return {y.numpy()};\n"
-                         "it must be x, bit for bit (return tf.identity(x) as the value).")
+            raise NotYet(_("the forward value changed. For x = {x} you return {y};\n"
+                           "it must be x, bit for bit (return tf.identity(x) as the value).").format(x=x.numpy(), y=y.numpy()))
         if gradient is None:
-            raise NotYet("no gradient reaches x (tape.gradient returned None). Return the "
-                         "custom op's value, with its grad, and do not cut the path with tf.stop_gradient.")
+            raise NotYet(_("no gradient reaches x (tape.gradient returned None). Return the "
+                           "custom op's value, with its grad, and do not cut the path with tf.stop_gradient."))
         got = gradient.numpy()
         dy = upstream.numpy()
         expected = np.clip(np.float32(factor) * dy, -bound, bound)
         if np.allclose(got, expected, rtol=1e-6, atol=0.0):
             continue
         if np.allclose(got, dy):
-            hint = "your grad returns dy unchanged (the starting point): apply the rule to it."
+            hint = _("your grad returns dy unchanged (the starting point): apply the rule to it.")
         elif np.allclose(got, np.float32(factor) * np.clip(dy, -bound, bound)):
-            hint = ("you clipped first, then scaled, so the result can leave [-bound, bound]. "
-                    "Scale dy first, then clip.")
+            hint = _("you clipped first, then scaled, so the result can leave [-bound, bound]. "
+                     "Scale dy first, then clip.")
         elif np.allclose(got, np.clip(np.full_like(dy, factor), -bound, bound)):
-            hint = "your grad ignores dy: the rule must be applied to the upstream gradient dy."
+            hint = _("your grad ignores dy: the rule must be applied to the upstream gradient dy.")
         elif np.allclose(got, np.float32(factor) * dy):
-            hint = "you scaled dy but did not clip it: the result must stay in [-bound, bound]."
+            hint = _("you scaled dy but did not clip it: the result must stay in [-bound, bound].")
         elif np.allclose(got, np.clip(dy, -bound, bound)):
-            hint = "you clipped dy but did not scale it by factor first."
+            hint = _("you clipped dy but did not scale it by factor first.")
         elif np.allclose(got, -expected):
-            hint = "the sign is flipped: scale by factor itself, not by -factor."
+            hint = _("the sign is flipped: scale by factor itself, not by -factor.")
         else:
-            hint = "the backward rule is clip(factor * dy, -bound, bound)."
-        raise NotYet(f"with factor={factor}, bound={bound} and upstream dy = {dy},\n"
-                     f"x receives {got};\nexpected   {expected}.\nHint: {hint}")
-    return ("The forward value is x, bit for bit, and x receives clip(factor * dy, -bound, "
-            "bound) for every setting tried.")
+            hint = _("the backward rule is clip(factor * dy, -bound, bound).")
+        raise NotYet(_("with factor={factor}, bound={bound} and upstream dy = {dy},\n"
+                       "x receives {got};\nexpected   {expected}.\nHint: {hint}").format(
+                         factor=factor, bound=bound, dy=dy, got=got, expected=expected, hint=hint))
+    return _("The forward value is x, bit for bit, and x receives clip(factor * dy, -bound, "
+             "bound) for every setting tried.")
 
 
 @self_check
 def check_exercise_2(your_answer) -> str:
     """Checks a prediction of dL/dx at x = 0 for ``L = gradlab.clip_gradient(2 sin x, -1, 1)``."""
     if your_answer is None:
-        raise NotYet("set your_answer to a number first.")
+        raise NotYet(_("set your_answer to a number first."))
     if isinstance(your_answer, (bool, np.bool_)) or not isinstance(your_answer, (numbers.Real, np.ndarray, tf.Tensor)):
-        raise NotYet(f"your_answer should be a number, e.g. 0.5; got {type(your_answer).__name__} "
-                     f"{your_answer!r}.")
+        raise NotYet(_("your_answer should be a number, e.g. 0.5; got {type} {value}.").format(
+            type=type(your_answer).__name__, value=repr(your_answer)))
     try:
         answer = float(your_answer)
     except (TypeError, ValueError):
-        raise NotYet(f"your_answer should be one number; got {your_answer!r}.") from None
+        raise NotYet(_("your_answer should be one number; got {value}.").format(value=repr(your_answer))) from None
     x = tf.constant(0.0)
     with tf.GradientTape() as tape:
         tape.watch(x)
         L = gradlab.clip_gradient(2.0 * tf.sin(x), -1.0, 1.0)
     truth = float(tape.gradient(L, x))
     if np.isclose(answer, truth):
-        return (f"dL/dx = {truth:.1f}. The clip is the last op, so the first gradient it sees "
-                "is the starting dL/dL = 1.0,\nalready inside [-1, 1]: it passes unchanged, and "
-                "2 sin(x) then multiplies it by 2 cos(0) = 2.")
+        return _("dL/dx = {truth}. The clip is the last op, so the first gradient it sees "
+                 "is the starting dL/dL = 1.0,\nalready inside [-1, 1]: it passes unchanged, and "
+                 "2 sin(x) then multiplies it by 2 cos(0) = 2.").format(truth=f"{truth:.1f}")
     if np.isclose(answer, 1.0):
-        raise NotYet("1.0 is the answer when the clip sits on x, before sin (the plot of section 7). "
-                     "Here it sits after sin.\nWhich upstream gradient reaches it first in the backward pass?")
+        raise NotYet(_("1.0 is the answer when the clip sits on x, before sin (the plot of section 7). "
+                       "Here it sits after sin.\nWhich upstream gradient reaches it first in the backward pass?"))
     if np.isclose(answer, 0.0):
-        raise NotYet("0.0 would mean the clip stops the gradient, but clip_gradient bounds a gradient "
-                     "to [-1, 1];\nit does not cut it. What reaches the clip, and what does 2 sin(x) "
-                     "do to it?")
+        raise NotYet(_("0.0 would mean the clip stops the gradient, but clip_gradient bounds a gradient "
+                       "to [-1, 1];\nit does not cut it. What reaches the clip, and what does 2 sin(x) "
+                       "do to it?"))
     if answer < 0:
-        raise NotYet(f"{answer} has the wrong sign: the clip keeps the sign of the gradient it "
-                     "bounds, and sin x increases at x = 0.\nFollow the backward pass from L: what "
-                     "reaches the clip, and what does 2 sin(x) do to it?")
-    raise NotYet(f"{answer} is not it. Follow the backward pass from L: what reaches the clip, "
-                 "and what does 2 sin(x) do to it?")
+        raise NotYet(_("{answer} has the wrong sign: the clip keeps the sign of the gradient it "
+                       "bounds, and sin x increases at x = 0.\nFollow the backward pass from L: what "
+                       "reaches the clip, and what does 2 sin(x) do to it?").format(answer=answer))
+    raise NotYet(_("{answer} is not it. Follow the backward pass from L: what reaches the clip, "
+                   "and what does 2 sin(x) do to it?").format(answer=answer))

@@ -82,7 +82,9 @@ def _load_checks(files: dict[str, str]) -> None:
     for name in [n for n in sys.modules if n == "exercises" or n.startswith("exercises.")]:
         del sys.modules[name]
     importlib.invalidate_caches()
-    ordered = sorted(files, key=lambda path: (path != "exercises/__init__.py", path != "exercises/_harness.py", path))
+    # The package, then what the checks import from it (the language of the messages, then the harness).
+    first = ("exercises/__init__.py", "exercises/_i18n.py", "exercises/_harness.py")
+    ordered = sorted(files, key=lambda path: (first.index(path) if path in first else len(first), path))
     for path in ordered:
         name = path[:-3].replace("/", ".").removesuffix(".__init__")
         module = types.ModuleType(name)
