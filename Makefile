@@ -21,7 +21,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # JupyterLab refuses to run as root unless told to.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab lint test test-notebooks test-library test-library-oldest test-library-pinned test-versions install execute dist book assignments grade sample-class test-assignments bench bench-explorer clean help
+.PHONY: lab lint test test-notebooks translations test-library test-library-oldest test-library-pinned test-versions install execute dist book assignments grade sample-class test-assignments bench bench-explorer clean help
 
 help:
 	@echo "make lab    - install (once) and start JupyterLab on notebooks/ at 127.0.0.1"
@@ -30,6 +30,7 @@ help:
 	@echo "make test-library - gradlab's unit tests from its wheel, on the oldest supported and the pinned TensorFlow"
 	@echo "make test-versions [VERSIONS='tf2.16 tf2.19-colab'] - every notebook (nbval-lax) on each stack in tools/versions/, incl. a Colab emulation"
 	@echo "make execute [NB=notebooks/NN_name.ipynb] - re-run notebooks in place (maintainers)"
+	@echo "make translations - merge the English notebooks into the Chinese catalogs, build notebooks/zh (then make execute NB=...)"
 	@echo "make dist   - build the sdist and wheel of gradlab-tf into dist/ and check their metadata (twine check --strict)"
 	@echo "make book   - build the static site (build/book/index.html) from the notebooks as stored, with the API reference"
 	@echo "make assignments - the instructor edition in build/assignments/: every notebook as an otter-grader assignment"
@@ -120,12 +121,20 @@ test-versions: install
 	PYTHON=$(PYTHON) tools/test_versions.sh $(VERSIONS)
 
 # Re-execute notebooks in place as one clean top-to-bottom run (maintainers: after editing one).
-NB ?= $(sort $(wildcard notebooks/*.ipynb))
+NB ?= $(sort $(wildcard notebooks/*.ipynb)) $(sort $(wildcard notebooks/zh/*.ipynb))
 execute: install
 	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.record_timing=False $(NB)
 	@# Store them the workbook's way (tools/nbfmt.py): no widget state, solutions and the Colab cell in
 	@# Colab's form view, their code collapsed in JupyterLab, and exactly what JupyterLab writes when it saves.
 	$(PY) tools/nbfmt.py $(NB)
+
+# The Chinese edition (DEVELOPERS.md, "Translated editions"): merge every English notebook that has a catalog
+# (notebooks/locale/zh_CN/LC_MESSAGES/NN_name.po) and the code's messages into the catalogs (changed cells turn
+# fuzzy), compile the workbook domain, and build notebooks/zh/ from them (it refuses fuzzy or empty messages).
+# A rebuilt notebook whose code changed needs make execute NB=notebooks/zh/NN_name.ipynb.
+translations: install
+	$(PY) tools/i18n.py update
+	$(PY) tools/i18n.py build
 
 # The sdist and the wheel (dist/gradlab_tf-<version>.tar.gz, dist/gradlab_tf-<version>-py3-none-any.whl), built
 # from this checkout (PEP 517, build as pinned), then their metadata checked as PyPI checks it on upload

@@ -52,6 +52,8 @@ import nbformat
 from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The translated editions' folders under notebooks/ (tools/i18n.py builds them), formatted and linted too.
+EDITION_FOLDERS = ("zh",)
 
 #: The kernelspec JupyterLab stores once the kernel has started: that kernel's spec (ipykernel's python3).
 KERNELSPECS = {"python3": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}}
@@ -216,9 +218,11 @@ def serialise(nb) -> str:
 
 
 def notebook_paths(args: list[str]) -> list[Path]:
-    """The notebooks named, or found in the folders named (default: notebooks/), checkpoints left out."""
+    """The notebooks named, or found in the folders named (default: notebooks/ and its translated editions,
+    notebooks/zh/), checkpoints left out."""
     paths = []
-    for arg in args or [str(ROOT / "notebooks")]:
+    for arg in args or [str(ROOT / "notebooks"), *(str(p) for p in sorted((ROOT / "notebooks").glob("*/"))
+                                                  if p.is_dir() and p.name in EDITION_FOLDERS)]:
         path = Path(arg)
         found = sorted(path.glob("*.ipynb")) if path.is_dir() else [path]
         paths += [p for p in found if ".ipynb_checkpoints" not in p.parts]

@@ -52,6 +52,19 @@ if "google.colab" in sys.modules or os.environ.get("GRADLAB_COLAB") == "1":
 COLAB_REPO = re.compile(r'os\.environ\.get\("GRADLAB_REPO", "([^"]*)"\)')
 #: The setup, one line, opens the second code cell (notebooks/workbook.py; notebook 00 explains it).
 SETUP_LINE = "import workbook; workbook.setup()"
+#: The translated editions (tools/i18n.py builds them): the folder under notebooks/, its setup line, and the
+#: words the skeleton's rules look for in its prose. The English twin carries the word bounds (the rules
+#: max-words and workbook-words count English words; Chinese writes none with spaces).
+EDITIONS = {
+    "zh": {
+        "setup": 'import workbook; workbook.setup(language="zh_CN")',
+        "parts": {"Learning objectives": "学习目标", "Run time": "运行时间", "Setup": "环境设置",
+                  "Exercise": "练习", "Summary": "小结"},
+        "solution": "参考答案",
+        "passes": r"这个参考答案通过了 check_\w+。",
+    },
+}
+ENGLISH = {"setup": SETUP_LINE, "parts": {}, "solution": "solution", "passes": r"This solution passes check_\w+\."}
 
 NOISE = re.compile(r"(^[IWE]\d{4} \d\d:\d\d|oneDNN custom operations|absl::InitializeLog|cuda_|TF-TRT|"
                    r"This TensorFlow binary is optimized|rebuild TensorFlow|WARNING:tensorflow)", re.M)
@@ -76,6 +89,21 @@ class Notebook:
     @property
     def name(self) -> str:
         return self.path.name
+
+    @property
+    def edition(self) -> str | None:
+        """The translated edition's folder (``"zh"``) for ``notebooks/zh/NN_name.ipynb``; None for English."""
+        return self.path.parent.name if self.path.parent.name in EDITIONS else None
+
+    @property
+    def words(self) -> dict:
+        """What the rules look for in this notebook's language (``EDITIONS``, or English)."""
+        return EDITIONS[self.edition] if self.edition else ENGLISH
+
+    @property
+    def repository_path(self) -> str:
+        """``notebooks/NN_name.ipynb``, or ``notebooks/zh/NN_name.ipynb`` for an edition."""
+        return f"notebooks/{self.edition + '/' if self.edition else ''}{self.name}"
 
     @property
     def display(self) -> str:
@@ -179,7 +207,7 @@ def title_cell(nb: Notebook):
 @rule("colab-badge")
 def colab_badge(nb: Notebook):
     """The title cell carries the Open-in-Colab badge with the notebook's own URL."""
-    badge = project_home.colab_badge(f"notebooks/{nb.name}")
+    badge = project_home.colab_badge(nb.repository_path)
     if not nb.cells or badge not in nb.source(nb.cells[0]):
         stale = project_home.REPOSITORY_LINK.search(nb.source(nb.cells[0])) if nb.cells else None
         why = (f" (it names {stale[1]}, not pyproject.toml's Homepage {project_home.HOMEPAGE})"
@@ -301,6 +329,7 @@ def skeleton_parts(nb: Notebook):
     """The markdown has the skeleton's parts: Learning objectives, Run time, Setup, Exercise, Summary."""
     markdown = nb.markdown()
     for part in ("Learning objectives", "Run time", "Setup", "Exercise", "Summary"):
+        part = nb.words["parts"].get(part, part)
         if not re.search(part, markdown, re.I):
             yield None, f"has no '{part}' part: follow the skeleton in DEVELOPERS.md"
 
@@ -330,9 +359,9 @@ def colab_cell(nb: Notebook):
 @rule("setup-line")
 def setup_line(nb: Notebook):
     """The second code cell opens with `import workbook; workbook.setup()`."""
-    code = nb.code()
-    if len(code) < 2 or not nb.source(code[1][1]).startswith(SETUP_LINE):
-        yield code[1][0] if len(code) > 1 else None, f"the second code cell must open with {SETUP_LINE!r}"
+    code, line = nb.code(), nb.words["setup"]
+    if len(code) < 2 or not nb.source(code[1][1]).startswith(line):
+        yield code[1][0] if len(code) > 1 else None, f"the second code cell must open with {line!r}"
 
 
 @rule("form-view")
@@ -376,7 +405,7 @@ def solution_announced(nb: Notebook):
     """A markdown cell announcing the solution ("**Solution** ...") comes right before it."""
     for index, _ in nb.solutions():
         before = nb.cells[index - 1] if index else {}
-        if before.get("cell_type") != "markdown" or "solution" not in nb.source(before).lower():
+        if before.get("cell_type") != "markdown" or nb.words["solution"] not in nb.source(before).lower():
             yield index, "the solution is not announced: put a markdown cell ('**Solution** ...') right before it"
 
 
@@ -396,7 +425,7 @@ def solution_executed(nb: Notebook):
             text = "".join(output.get("text", "")) if output.get("output_type") == "stream" else None
             lines = (text or "").splitlines()
             if text is None or output.get("name") != "stdout" or not lines or not all(
-                    re.fullmatch(r"This solution passes check_\w+\.", line) for line in lines):
+                    re.fullmatch(nb.words["passes"], line) for line in lines):
                 shown = (text or output.get("output_type", "")).strip().splitlines()[:1]
                 yield index, (f"the solution shows {shown[0][:60] if shown else 'an output'!r}, which may state the "
                               "answer: print nothing, and end with check_exercise_N.confirm(...)")
@@ -531,10 +560,11 @@ def checks_in_modules(nb: Notebook):
     first_use = {}
     for index, module in uses:
         first_use.setdefault(module, index)
+    folder = nb.path.parent.parent if nb.edition else nb.path.parent      # notebooks/, an edition's too
     for module, index in first_use.items():
-        if not (nb.path.parent / "exercises" / f"{module}.py").exists():
+        if not (folder / "exercises" / f"{module}.py").exists():
             yield index, f"imports exercises.{module}, but notebooks/exercises/{module}.py does not exist"
-        elif not (nb.path.parent.parent / "tests" / "workbook" / f"test_exercises_{module}.py").exists():
+        elif not (folder.parent / "tests" / "workbook" / f"test_exercises_{module}.py").exists():
             yield index, f"exercises/{module}.py has no tests: add tests/workbook/test_exercises_{module}.py"
 
 
@@ -599,6 +629,8 @@ def max_cells(nb: Notebook):
 @rule("max-words")
 def max_words(nb: Notebook):
     """At most 2,000 markdown words per notebook."""
+    if nb.edition:                   # a translation: its English twin is the one counted
+        return
     words = sum(markdown_words(c) for c in nb.cells if c.get("cell_type") == "markdown")
     if words > MAX_WORDS:
         yield None, f"has {words} markdown words (at most {MAX_WORDS}): cut, or link back instead of re-teaching"
@@ -615,7 +647,7 @@ def max_code_lines(nb: Notebook):
 @rule("workbook-words", scope="workbook")
 def workbook_words(notebooks: list[Notebook]):
     """The whole workbook has at most 28,000 markdown words."""
-    total = sum(markdown_words(c) for nb in notebooks for c in nb.cells if c.get("cell_type") == "markdown")
+    total = sum(markdown_words(c) for nb in notebooks if not nb.edition for c in nb.cells if c.get("cell_type") == "markdown")
     if total > MAX_TOTAL_WORDS:
         yield None, None, f"the workbook has {total} markdown words (at most {MAX_TOTAL_WORDS}): cut where topics repeat"
 
@@ -671,10 +703,12 @@ def stats(paths: Iterable[Path]) -> str:
         words = sum(markdown_words(c) for c in nb.cells if c.get("cell_type") == "markdown")
         lines = [code_lines(c) for _, c in nb.code()]
         visible = sum(1 for _, c in nb.solutions() if not _hidden(c))
-        rows.append(f"{nb.name:42} {mark(len(nb.cells), MAX_CELLS):>6} {mark(words, MAX_WORDS):>7} {sum(lines):>10}  "
+        shown = f"{nb.edition}/{nb.name}" if nb.edition else nb.name
+        word_limit = words if nb.edition else MAX_WORDS      # a translation: its English twin is the one bounded
+        rows.append(f"{shown:42} {mark(len(nb.cells), MAX_CELLS):>6} {mark(words, word_limit):>7} {sum(lines):>10}  "
                     f"{mark(max(lines, default=0), MAX_CODE_LINES):>8} {mark(visible, 0):>13}")
         totals["cells"] += len(nb.cells)
-        totals["words"] += words
+        totals["words"] += 0 if nb.edition else words      # the workbook's words are the English ones
         totals["code"] += sum(lines)
         totals["visible"] += visible
         longest_overall = max(longest_overall, max(lines, default=0))

@@ -19,11 +19,13 @@ import nbfmt  # noqa: E402
 import nblint  # noqa: E402
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+#: The translated editions (tools/i18n.py): every rule holds there too, in the edition's language.
+EDITIONS = sorted(p for folder in nblint.EDITIONS for p in (ROOT / "notebooks" / folder).glob("*.ipynb"))
 
 
 # --- the stored notebooks ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", NOTEBOOKS + EDITIONS, ids=lambda p: str(p.relative_to(ROOT / "notebooks")))
 def test_stored_notebook_passes_every_rule(path):
     findings = nblint.lint([path])
     assert not findings, "\n".join(map(str, findings))
@@ -325,3 +327,57 @@ def test_a_solution_whose_output_states_the_answer_is_named(good):
     findings = [f for f in nblint.lint([path]) if f.rule == "solution-executed"]
     assert len(findings) == 1 and "Correct! double(2) = 4" in findings[0].message, list(map(str, findings))
     assert "check_exercise_N.confirm" in findings[0].message
+
+
+# --- a translated edition: the same rules, in its language ---------------------------------------------
+
+def chinese_notebook(name: str = "05_synthetic.ipynb") -> nbformat.NotebookNode:
+    """The synthetic notebook as its Chinese edition has it: Chinese prose, the Chinese setup line and verdicts."""
+    nb = good_notebook(name)
+    nb.cells[0].source = nb.cells[0].source.replace(f"notebooks/{name}", f"notebooks/zh/{name}")
+    nb.cells[1].source = "**学习目标**\n\n- 翻倍\n\n**运行时间。** 5 秒。\n\n## 环境设置"
+    nb.cells[3].source = nb.cells[3].source.replace(nblint.SETUP_LINE, nblint.EDITIONS["zh"]["setup"])
+    nb.cells[4].source, nb.cells[8].source, nb.cells[12].source = "## 练习 1\n\n翻倍。", "## 练习 2\n\n减半。", "## 小结"
+    for index, check in ((7, "check_double"), (11, "check_half")):
+        nb.cells[index - 1].source = "**参考答案**（下一个单元格）。"
+        nb.cells[index].outputs[0].text = f"这个参考答案通过了 {check}。\n"
+    return nb
+
+
+@pytest.fixture
+def chinese(tmp_path) -> Path:
+    english = write_workbook(tmp_path)
+    path = english.parent / "zh" / english.name
+    path.parent.mkdir()
+    path.write_text(nbfmt.serialise(chinese_notebook()), encoding="utf-8")
+    return path
+
+
+def test_a_chinese_edition_passes_every_rule_in_its_language(chinese):
+    nb = nblint.Notebook(chinese)
+    assert nb.edition == "zh" and nb.repository_path == "notebooks/zh/05_synthetic.ipynb"
+    findings = nblint.lint([chinese])
+    assert not findings, "\n".join(map(str, findings))
+
+
+@pytest.mark.parametrize("rule, mutate, message", [
+    ("setup-line", lambda nb: nb.cells[3].update(source=nb.cells[3].source.replace('language="zh_CN"', "")),
+     'workbook.setup(language="zh_CN")'),
+    ("colab-badge", lambda nb: nb.cells[0].update(source=nb.cells[0].source.replace("notebooks/zh/", "notebooks/")),
+     "notebooks/zh/05_synthetic.ipynb"),
+    ("skeleton-parts", lambda nb: nb.cells[12].update(source="## Summary"), "'小结'"),
+    ("solution-executed", lambda nb: nb.cells[7].outputs[0].update(text="This solution passes check_double.\n"),
+     "may state the answer"),
+])
+def test_the_edition_rules_speak_its_language(chinese, rule, mutate, message):
+    nb = nbformat.read(chinese, as_version=4)
+    mutate(nb)
+    chinese.write_text(nbfmt.serialise(nb), encoding="utf-8")
+    findings = [f for f in nblint.lint([chinese]) if f.rule == rule]
+    assert findings and message in str(findings[0]), nblint.lint([chinese])
+
+
+def test_an_edition_counts_no_words_towards_the_workbook(chinese):
+    nb = nblint.Notebook(chinese)
+    assert not list(nblint.RULES["max-words"].check(nb))
+    assert not list(nblint.RULES["workbook-words"].check([nb]))

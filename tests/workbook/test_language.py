@@ -1,0 +1,88 @@
+"""The language of the workbook's messages: English unless a notebook's setup line chooses another.
+
+``workbook.setup(language="zh_CN")`` (the Chinese notebooks' setup line) makes the self-checks' verdicts and
+the setup line's own output Chinese, through ``exercises/_i18n.py`` and the compiled catalog; exceptions stay
+English; without it, nothing an English learner reads changes.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+
+import workbook
+from exercises import _i18n
+from exercises.start_here import check_exercise_1, check_exercise_2
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+
+
+def _starter(x, factor, bound):
+    @tf.custom_gradient
+    def op(x):
+        def grad(dy):
+            return dy
+        return tf.identity(x), grad
+    return op(x)
+
+
+def _failing(x, factor, bound):
+    raise ValueError("an English error")
+
+
+@pytest.fixture
+def chinese(monkeypatch):
+    monkeypatch.setenv(_i18n.LANGUAGE_VARIABLE, "zh_CN")
+
+
+def test_verdicts_are_english_by_default(monkeypatch, capsys):
+    monkeypatch.delenv(_i18n.LANGUAGE_VARIABLE, raising=False)
+    check_exercise_2(None)
+    check_exercise_2.confirm(2.0)
+    assert capsys.readouterr().out == "Not yet: set your_answer to a number first.\nThis solution passes check_exercise_2.\n"
+
+
+def test_verdicts_are_chinese_once_chosen(chinese, capsys):
+    assert not check_exercise_1(_starter)
+    out = capsys.readouterr().out
+    assert out.startswith("还不对：当 factor=3.0、bound=1.0、上游梯度 dy = [") and "提示：你的 grad 原样返回了 dy" in out
+    check_exercise_2(2.0)
+    check_exercise_2.confirm(2.0)
+    assert capsys.readouterr().out.splitlines()[-1] == "这个参考答案通过了 check_exercise_2。"
+
+
+def test_exceptions_stay_english_inside_a_chinese_verdict(chinese, capsys):
+    check_exercise_1(_failing)
+    assert capsys.readouterr().out == "还不对：scale_and_clip(x, 3.0, 1.0) 抛出了异常 ValueError: an English error\n"
+
+
+def test_a_message_without_translation_stays_english(chinese):
+    assert _i18n._("A message nobody translated.") == "A message nobody translated."
+
+
+def test_setup_chooses_the_language_for_the_kernel():
+    code = ("import os, workbook; workbook.setup(language='zh_CN'); print(os.environ['GRADLAB_LANGUAGE']);"
+            "workbook.setup(); print(os.environ.get('GRADLAB_LANGUAGE'))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=NOTEBOOKS, capture_output=True, text=True, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home())})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1].endswith("CPU · 单线程，运算逐个执行 · 随机种子 0 · 数组打印 4 位小数")
+    assert lines[2] == "zh_CN" and lines[4].endswith("CPU · 1 thread, one op at a time · seed 0 · arrays print 4 decimals")
+    assert lines[5] == "None"
+
+
+def test_setup_refuses_a_language_without_a_catalog():
+    with pytest.raises(ValueError, match=r"language must be one of \['en', 'zh_CN'\]; got 'fr'"):
+        workbook.setup(language="fr")
+
+
+def test_the_chinese_notebooks_import_the_same_workbook():
+    code = "import sys, workbook, exercises; print(workbook.__file__); print(exercises.__file__)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=NOTEBOOKS / "zh", capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home())})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [str(NOTEBOOKS / "workbook.py"), str(NOTEBOOKS / "exercises" / "__init__.py")]
