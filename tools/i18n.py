@@ -14,9 +14,10 @@ introduces it stay together), the id survives edits and moves, and a test can na
 ``update`` merges as ``msgmerge`` does: a cell whose English changed keeps its translation, marked ``fuzzy``, with
 the English it was made from as ``#| msgid`` (so the translator sees the diff); a new cell gets an empty message; a
 removed cell's message becomes obsolete (``#~``). It also extracts the messages of the Python code a learner
-reads (every ``_("...")`` literal in :data:`CODE_SOURCES`: the self-check verdicts, the setup line's output) into
-the ``workbook`` domain, and compiles every catalog of that domain to the ``.mo`` file Python's ``gettext`` reads
-(``notebooks/exercises/_i18n.py``; stdlib only, so Colab and the grader need nothing more).
+reads (every ``_("...")`` or ``N_("...")`` literal in the files :data:`CODE_DOMAINS` lists) into its domain: ``workbook``
+(the self-check verdicts, the setup line's output; read by ``notebooks/exercises/_i18n.py``) and ``gradlab`` (the
+explorers' labels; ``gradlab/widgets/_labels.py``, its catalogs shipped in the wheel), and compiles each to the ``.mo``
+file Python's ``gettext`` reads (stdlib only, so Colab and the grader need nothing more).
 
 ``build`` writes the edition of a notebook: the English notebook with each Markdown cell replaced by its
 translation, links to another notebook pointing at its translated twin (or at the English one, ``../``, while
@@ -50,8 +51,14 @@ LOCALE = NOTEBOOKS / "locale"
 EDITIONS = {"zh_CN": "zh"}
 LANGUAGE_NAMES = {"zh_CN": "Chinese (Simplified)"}
 #: The Python files whose ``_("...")`` messages a learner reads, extracted into the ``workbook`` domain.
+#: The domains of the code's messages: name -> (its locale folder, the files whose messages it holds). A module
+#: whose messages a learner should read translated is added here (and its messages wrapped in _() or N_()).
+CODE_DOMAINS = {
+    "workbook": (LOCALE, ("notebooks/workbook.py", "notebooks/exercises/_harness.py", "notebooks/exercises/start_here.py")),
+    "gradlab": (ROOT / "gradlab" / "locale", ("gradlab/widgets/_presets.py",)),
+}
 CODE_DOMAIN = "workbook"
-CODE_SOURCES = ("notebooks/workbook.py", "notebooks/exercises/_harness.py", "notebooks/exercises/start_here.py")
+MARKERS = ("_", "N_")     # N_ marks a message where it is defined; _ translates it where it is shown
 SETUP_CALL = "workbook.setup()"
 NOTEBOOK_NAME = re.compile(r"^\d\d_\w+$")
 #: A Markdown link or image target: ``](target)``; the target stops at whitespace or ``)``.
@@ -61,8 +68,9 @@ LINK = re.compile(r"(\]\()([^)\s]+)")
 # --- paths ---------------------------------------------------------------------------------------------
 
 def catalog_path(name: str, language: str = "zh_CN") -> Path:
-    """The catalog of notebook ``name`` (``"00_start_here"``) or of the ``workbook`` domain."""
-    return LOCALE / language / "LC_MESSAGES" / f"{name}.po"
+    """The catalog of notebook ``name`` (``"00_start_here"``) or of a code domain (``"workbook"``, ``"gradlab"``)."""
+    folder = CODE_DOMAINS[name][0] if name in CODE_DOMAINS else LOCALE
+    return folder / language / "LC_MESSAGES" / f"{name}.po"
 
 
 def edition_path(name: str, language: str = "zh_CN") -> Path:
@@ -156,33 +164,32 @@ def update_notebook(name: str, language: str = "zh_CN", *, create: bool = False)
 
 # --- the code's messages (the workbook domain) ---------------------------------------------------------
 
-def code_messages(sources: Iterable[str] = CODE_SOURCES) -> list[tuple[str, str]]:
-    """``(message, "file:line")`` of every ``_("literal")`` call in ``sources``, first occurrence first."""
-    found: dict[str, str] = {}
-    for source in sources:
+def code_messages(domain: str = CODE_DOMAIN) -> list[tuple[str, str]]:
+    """``(message, "file:line")`` of every ``_("literal")`` or ``N_("literal")`` in ``domain``'s files, in file order."""
+    sources = CODE_DOMAINS[domain][1]
+    found: dict[str, tuple[int, int, str]] = {}
+    for rank, source in enumerate(sources):
         tree = ast.parse((ROOT / source).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_"
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in MARKERS
                     and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
-                found.setdefault(node.args[0].value, f"{source}:{node.lineno}")
-    return sorted(found.items(), key=lambda item: (_order(item[1]), item[1]))
+                where = (rank, node.lineno, f"{source}:{node.lineno}")
+                found[node.args[0].value] = min(found.get(node.args[0].value, where), where)
+    return [(message, where[2]) for message, where in sorted(found.items(), key=lambda item: item[1])]
 
 
-def _order(where: str) -> int:
-    return CODE_SOURCES.index(where.rsplit(":", 1)[0])
-
-
-def update_code(language: str = "zh_CN") -> dict[str, list[str]]:
-    """Merges the code's ``_()`` messages into the ``workbook`` catalog (msgctxt: none; keyed by the English)."""
-    path = catalog_path(CODE_DOMAIN, language)
-    catalog = polib.pofile(str(path), wrapwidth=0) if path.exists() else _new_catalog(CODE_DOMAIN, language)
-    catalog.header = (f"{LANGUAGE_NAMES.get(language, language)} messages of the workbook's Python code (self-check "
-                      "verdicts, the setup line).\nExtracted by tools/i18n.py from every _(\"...\") in: "
-                      + ", ".join(CODE_SOURCES) + ".\nKeep every {placeholder}; terms: docs/glossary.zh-CN.md.")
+def update_code(language: str = "zh_CN", domain: str = CODE_DOMAIN) -> dict[str, list[str]]:
+    """Merges the code's marked messages into ``domain``'s catalog (msgctxt: none; keyed by the English)."""
+    path = catalog_path(domain, language)
+    catalog = polib.pofile(str(path), wrapwidth=0) if path.exists() else _new_catalog(domain, language)
+    catalog.metadata["Project-Id-Version"] = f"gradlab {domain}"
+    catalog.header = (f"{LANGUAGE_NAMES.get(language, language)} messages of the {domain} domain (what a learner reads "
+                      "from the code).\nExtracted by tools/i18n.py from every _(\"...\") and N_(\"...\") in: "
+                      + ", ".join(CODE_DOMAINS[domain][1]) + ".\nKeep every {placeholder}; terms: docs/glossary.zh-CN.md.")
     existing = {entry.msgid: entry for entry in catalog}
     changes: dict[str, list[str]] = {"new": [], "fuzzy": [], "obsolete": []}
     ordered = []
-    for message, where in code_messages():
+    for message, where in code_messages(domain):
         entry = existing.pop(message, None)
         if entry is None:
             entry = polib.POEntry(msgid=message, msgstr="")
@@ -201,16 +208,16 @@ def update_code(language: str = "zh_CN") -> dict[str, list[str]]:
     catalog[:] = ordered
     path.parent.mkdir(parents=True, exist_ok=True)
     catalog.save(str(path))
-    compile_code(language)
+    compile_code(language, domain)
     return changes
 
 
-def compile_code(language: str = "zh_CN") -> Path:
-    """Writes the ``workbook`` domain's ``.mo`` (what ``gettext`` reads at run time) from its ``.po``.
+def compile_code(language: str = "zh_CN", domain: str = CODE_DOMAIN) -> Path:
+    """Writes a code domain's ``.mo`` (what ``gettext`` reads at run time) from its ``.po``.
 
     Fuzzy and empty messages are left out, so the learner reads the English rather than a stale text.
     """
-    path = catalog_path(CODE_DOMAIN, language)
+    path = catalog_path(domain, language)
     catalog = polib.pofile(str(path), wrapwidth=0)
     mo = path.with_suffix(".mo")
     catalog.save_as_mofile(str(mo))
@@ -236,8 +243,8 @@ def problems(name: str, language: str = "zh_CN") -> list[str]:
         return [f"{shown}: missing"]
     catalog = polib.pofile(str(path), wrapwidth=0)
     found = []
-    if name == CODE_DOMAIN:
-        current = dict(code_messages())
+    if name in CODE_DOMAINS:
+        current = dict(code_messages(name))
         entries = {e.msgid: e for e in catalog if not e.obsolete}
         for message, where in current.items():
             entry = entries.get(message)
@@ -354,15 +361,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "update":
         for name in names:
             _report(str(catalog_path(name, args.language).relative_to(ROOT)), update_notebook(name, args.language))
-        _report(str(catalog_path(CODE_DOMAIN, args.language).relative_to(ROOT)), update_code(args.language))
+        for domain in CODE_DOMAINS:
+            _report(str(catalog_path(domain, args.language).relative_to(ROOT)), update_code(args.language, domain))
         return 0
     if args.command == "build":
-        compile_code(args.language)
+        for domain in CODE_DOMAINS:
+            compile_code(args.language, domain)
         for name in names:
             print(build(name, args.language, draft=args.draft).relative_to(ROOT))
         return 0
-    found = [p for name in [*names, CODE_DOMAIN] for p in problems(name, args.language)]
-    print("\n".join(found) or f"{len(names)} notebooks and the {CODE_DOMAIN} domain: every message translated")
+    found = [p for name in [*names, *CODE_DOMAINS] for p in problems(name, args.language)]
+    print("\n".join(found) or f"{len(names)} notebooks and the code domains {', '.join(CODE_DOMAINS)}: every message translated")
     return 1 if found else 0
 
 

@@ -16,6 +16,7 @@ import tensorflow as tf
 from gradlab import _validation as v
 from gradlab import ops
 from gradlab.widgets._view import Explorer, explore
+from gradlab.widgets._labels import N_, _
 
 _STYLE = {"description_width": "initial"}
 _LAYOUT = {"width": "460px"}
@@ -47,7 +48,7 @@ class Slider:
     def widget(self, value: Any) -> widgets.ValueWidget:
         cls = widgets.FloatRangeSlider if isinstance(self, RangeSlider) else widgets.FloatSlider
         return cls(value=value, min=self.low, max=self.high, step=self.step, readout_format=self.readout,
-                   description=self.description, tooltip=self.tooltip, continuous_update=True,
+                   description=_(self.description), tooltip=_(self.tooltip), continuous_update=True,
                    style=_STYLE, layout=widgets.Layout(**_LAYOUT))
 
 
@@ -78,7 +79,7 @@ class Choice:
 
     def widget(self, value: Any) -> widgets.ValueWidget:
         return widgets.Dropdown(options=list(self.choices.items()), value=self.choices[value],
-                                description=self.description, tooltip=self.tooltip,
+                                description=_(self.description), tooltip=_(self.tooltip),
                                 style=_STYLE, layout=widgets.Layout(**_LAYOUT))
 
 
@@ -152,17 +153,17 @@ def _forward_only(x, forward, backward):
 CLIP = Preset(
     op=_clip_interval,
     controls={"clip": RangeSlider(
-        -1.5, 1.5, 0.05, ".2f", "clip interval [min, max]",
-        "clip_min and clip_max: each element of the gradient dL/dx is clipped to this interval "
-        "(gradient units). The forward pass does not change.", ends=("clip_min", "clip_max"))},
+        -1.5, 1.5, 0.05, ".2f", N_("clip interval [min, max]"),
+        N_("clip_min and clip_max: each element of the gradient dL/dx is clipped to this interval "
+           "(gradient units). The forward pass does not change."), ends=("clip_min", "clip_max"))},
     title="y = {name}(clip_gradient(x, clip_min, clip_max))",
 )
 SCALE = Preset(
     op=ops.scale_gradient,
     controls={"factor": Slider(
-        -2.0, 2.0, 0.1, ".1f", "gradient factor ×",
-        "factor (dimensionless): the backward pass multiplies the gradient by it; 0 stops the "
-        "gradient, a negative factor reverses it. The forward pass does not change.")},
+        -2.0, 2.0, 0.1, ".1f", N_("gradient factor ×"),
+        N_("factor (dimensionless): the backward pass multiplies the gradient by it; 0 stops the "
+           "gradient, a negative factor reverses it. The forward pass does not change."))},
     title="y = {name}(scale_gradient(x, factor))",
 )
 SURROGATE = Preset(

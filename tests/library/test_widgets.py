@@ -500,3 +500,22 @@ def test_in_a_kernel_each_picture_is_shown_once_and_slider_moves_print_nothing(k
     moves = run_cell(kernel, "for v in np.linspace(-2, 2, 41): e.sliders['factor'].value = float(v)\n"
                              "print(e.message == '', plt.get_fignums())")
     assert moves == [("stream", {"name": "stdout", "text": "True []\n"})]
+
+
+# --- the labels in the learner's language (gradlab/widgets/_labels.py) ---------------------------------
+
+def test_the_explorers_labels_follow_the_language_the_workbook_chose(monkeypatch):
+    """English by default; with GRADLAB_LANGUAGE=zh_CN (the Chinese notebooks' setup line) the sliders' descriptions
+    and tooltips come from the catalog shipped in the package; the figure and errors stay English."""
+    monkeypatch.delenv("GRADLAB_LANGUAGE", raising=False)
+    english = gw.scale_explorer(-0.5)
+    assert english.sliders["factor"].description == "gradient factor ×"
+    english.close()
+    monkeypatch.setenv("GRADLAB_LANGUAGE", "zh_CN")
+    scale, clip = gw.scale_explorer(-0.5), gw.clip_explorer(-0.25, 1.5)
+    assert scale.sliders["factor"].description == "梯度倍数 ×" and "反向传播" in scale.sliders["factor"].tooltip
+    assert clip.sliders["clip"].description == "裁剪区间 [min, max]"
+    for explorer in (scale, clip):
+        explorer.close()
+    with pytest.raises(ValueError, match="must be in the slider's range"):
+        gw.scale_explorer(5.0)

@@ -39,7 +39,7 @@ def test_there_is_a_chinese_edition():
 
 # --- the catalogs -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", [*TRANSLATED, i18n.CODE_DOMAIN])
+@pytest.mark.parametrize("name", [*TRANSLATED, *i18n.CODE_DOMAINS])
 def test_catalog_has_no_fuzzy_untranslated_or_stale_message(name):
     problems = i18n.problems(name, LANGUAGE)
     assert not problems, ("the Chinese edition is out of step with the English (python tools/i18n.py update, "
@@ -107,16 +107,18 @@ def test_code_messages_are_extracted_with_their_fields():
     messages = dict(i18n.code_messages())
     assert "Correct! " in messages and "This solution passes {check}." in messages
     assert i18n.placeholders("with {factor}, {dy} and {{literal}}") == ["dy", "factor"]
+    assert "gradient factor ×" in dict(i18n.code_messages("gradlab")), "N_() marks a label where it is defined"
 
 
-def test_the_compiled_catalog_is_the_po_file(tmp_path):
-    po = i18n.catalog_path(i18n.CODE_DOMAIN, LANGUAGE)
+@pytest.mark.parametrize("domain", i18n.CODE_DOMAINS)
+def test_the_compiled_catalog_is_the_po_file(tmp_path, domain):
+    po = i18n.catalog_path(domain, LANGUAGE)
     mo = po.with_suffix(".mo")
     fresh = tmp_path / "workbook.mo"
     polib.pofile(str(po)).save_as_mofile(str(fresh))
     with mo.open("rb") as stored, fresh.open("rb") as compiled:
         assert gettext.GNUTranslations(stored)._catalog == gettext.GNUTranslations(compiled)._catalog, (
-            "notebooks/locale/zh_CN/LC_MESSAGES/workbook.mo is stale: run python tools/i18n.py build")
+            f"{mo.relative_to(ROOT)} is stale: run make translations")
 
 
 # --- the editions -------------------------------------------------------------------------------------
@@ -230,7 +232,8 @@ def test_the_glossary_has_the_issues_terms():
 
 
 def _chinese_files() -> list[Path]:
-    return [*EDITIONS, *sorted((ROOT / "notebooks" / "locale").rglob("*.po")), ROOT / "README.zh-CN.md"]
+    catalogs = [i18n.catalog_path(name, LANGUAGE) for name in [*TRANSLATED, *i18n.CODE_DOMAINS]]
+    return [*EDITIONS, *catalogs, ROOT / "README.zh-CN.md"]
 
 
 def test_no_forbidden_rendering_anywhere_in_the_chinese_edition():

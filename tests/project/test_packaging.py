@@ -60,6 +60,7 @@ def test_the_wheel_holds_the_package_its_type_marker_and_license(dist):
     for module in MODULES:
         assert f"gradlab/{module}" in names
     assert "gradlab/py.typed" in names
+    assert "gradlab/locale/zh_CN/LC_MESSAGES/gradlab.mo" in names, "the explorers' Chinese labels (widgets/_labels.py)"
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert not any(n.startswith(("tests/", "notebooks/")) for n in names), "the wheel is the library only"
 

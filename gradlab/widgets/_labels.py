@@ -1,0 +1,35 @@
+"""The explorers' labels in the learner's language (private).
+
+The workbook's translated notebooks choose a language in their setup line, which sets the environment variable
+``GRADLAB_LANGUAGE`` (``"zh_CN"``); an explorer built then shows its sliders' descriptions and tooltips from the
+catalog shipped with gradlab, ``gradlab/locale/<language>/LC_MESSAGES/gradlab.mo``, through Python's ``gettext``.
+Unset, or for a label the catalog lacks: the English. Errors and the figures' text stay English (a figure is
+drawn by matplotlib, whose default font has no CJK glyphs). ``tools/i18n.py`` extracts every label marked
+``N_("...")`` where it is defined into the catalog.
+"""
+from __future__ import annotations
+
+import functools
+import gettext
+import os
+from pathlib import Path
+
+LANGUAGE_VARIABLE = "GRADLAB_LANGUAGE"
+DOMAIN = "gradlab"
+LOCALE_DIR = Path(__file__).resolve().parents[1] / "locale"
+
+
+def N_(message: str) -> str:  # noqa: N802 (gettext's name for "mark for translation, translate later")
+    """Marks ``message`` for the catalog where it is defined; :func:`_` translates it where it is shown."""
+    return message
+
+
+@functools.lru_cache(maxsize=None)
+def _translation(language: str) -> gettext.NullTranslations:
+    return gettext.translation(DOMAIN, localedir=str(LOCALE_DIR), languages=[language], fallback=True)
+
+
+def _(message: str) -> str:
+    """``message`` in the language ``GRADLAB_LANGUAGE`` names; the English itself without one or a translation."""
+    language = os.environ.get(LANGUAGE_VARIABLE) or "en"
+    return message if language == "en" else _translation(language).gettext(message)
