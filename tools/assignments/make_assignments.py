@@ -327,8 +327,10 @@ def _question(path: Path, starter_cell: str, solution_cell: str, module: str | N
 # ------------------------------------------------------------------------------------------------
 
 def helpers() -> list[Path]:
-    """What the notebooks import from beside them (workbook.py, exercises/, papers/)."""
-    return sorted(p for p in NOTEBOOKS.iterdir() if p.suffix != ".ipynb" and not p.name.startswith((".", "_")))
+    """What the notebooks import from beside them (workbook.py, exercises/, papers/): not the translated editions
+    (notebooks/zh/ and their catalogs, notebooks/locale/; tools/i18n.py), which an English assignment has no use for."""
+    return sorted(p for p in NOTEBOOKS.iterdir() if p.suffix != ".ipynb" and not p.name.startswith((".", "_"))
+                  and p.name not in ("zh", "locale"))
 
 
 def runtime_requirements() -> str:
