@@ -454,7 +454,7 @@ def test_opening_and_saving_every_notebook_leaves_a_learners_clone_clean(request
     server, _ = request.getfixturevalue("lab")
     clone = Path(server.root) / "clean-clone"
     shutil.copytree(ROOT / "notebooks", clone, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-    notebooks = sorted(p.name for p in clone.glob("*.ipynb"))
+    notebooks = sorted(p.relative_to(clone).as_posix() for p in [*clone.glob("*.ipynb"), *clone.glob("zh/*.ipynb")])
     for name in notebooks:
         store_as_this_machine_would(clone / name)
     control = clone / "zz_control_unformatted.ipynb"
@@ -516,7 +516,9 @@ def test_a_learner_on_another_python_version_also_keeps_a_clean_clone(request):
 #: Notebooks a learner restarts and runs in full, then saves: 01 (stream outputs), 08 (stream
 #: outputs and a matplotlib PNG) and 00 (two explorers: a widget output names a model id that differs
 #: on every run, which the server settings' pre-save hook puts back when its PNG fallback is unchanged).
-RUN_ALL_NOTEBOOKS = ("01_custom_gradient.ipynb", "08_higher_order_forward_mode.ipynb", "00_start_here.ipynb")
+#: And 00's Chinese edition, whose kernel starts in notebooks/zh/ (notebooks/zh/workbook.py finds the workbook).
+RUN_ALL_NOTEBOOKS = ("01_custom_gradient.ipynb", "08_higher_order_forward_mode.ipynb", "00_start_here.ipynb",
+                     "zh/00_start_here.ipynb")
 #: Variables that change what a notebook computes (tests/workbook: the nudge; the Colab branch):
 #: the learner's server runs without them.
 WORKBOOK_SWITCHES = ("GRADLAB_NUDGE", "GRADLAB_COLAB")

@@ -187,6 +187,10 @@ def test_links_resolve_and_point_at_the_chinese_twins(path):
                 twin = Path(file).stem in TRANSLATED
                 assert file.startswith("../") != twin, (
                     f"{path.name}: {target} must point at the Chinese twin when there is one, else at the English")
+                anchor = target.partition("#")[2]
+                if twin and anchor:                 # a translated heading keeps the English anchor: <a id="..."></a>
+                    assert f'<a id=\\"{anchor}\\">' in (path.parent / file).read_text(encoding="utf-8"), (
+                        f"{path.name}: {target}: the Chinese {file} has no <a id=\"{anchor}\"></a>")
 
 
 def test_links_are_retargeted_for_the_edition_folder():
