@@ -54,7 +54,8 @@ LANGUAGE_NAMES = {"zh_CN": "Chinese (Simplified)"}
 #: The domains of the code's messages: name -> (its locale folder, the files whose messages it holds). A module
 #: whose messages a learner should read translated is added here (and its messages wrapped in _() or N_()).
 CODE_DOMAINS = {
-    "workbook": (LOCALE, ("notebooks/workbook.py", "notebooks/exercises/_harness.py", "notebooks/exercises/start_here.py")),
+    "workbook": (LOCALE, ("notebooks/workbook.py", "notebooks/exercises/_harness.py", "notebooks/exercises/start_here.py",
+                             "notebooks/exercises/custom_gradient.py")),
     "gradlab": (ROOT / "gradlab" / "locale", ("gradlab/widgets/_presets.py",)),
 }
 CODE_DOMAIN = "workbook"

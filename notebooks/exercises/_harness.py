@@ -114,11 +114,12 @@ def first_hint(*mistakes: tuple[Any, str], otherwise: str) -> str:
 
 
 @contextlib.contextmanager
-def running(what: str = "your function", *, last: bool = False, hint: str = "") -> Iterator[None]:
+def running(what: str | None = None, *, last: bool = False, hint: str = "") -> Iterator[None]:
     """Runs the learner's code: an exception it raises becomes ``NotYet("<what> raised <Type: line>")``.
 
     Args:
-      what: what is being run, as the message should name it (``"scale_and_clip(x, 3.0, 1.0)"``).
+      what: what is being run, as the message should name it (``"scale_and_clip(x, 3.0, 1.0)"``; default
+        "your function", in the learner's language).
       last: name the error by the last line of its message (TensorFlow graph errors end with the cause).
       hint: what to try, added after the error (a leading newline puts it on a line of its own).
 
@@ -136,6 +137,7 @@ def running(what: str = "your function", *, last: bool = False, hint: str = "") 
         raise
     except Exception as error:  # a learner's code may raise anything: report it, never crash
         separator = "" if not hint or hint.startswith("\n") else " "
+        what = _("your function") if what is None else what
         # The error itself stays in English (TensorFlow's and gradlab's messages are English).
         raised = _("{what} raised {error}").format(what=what, error=first_line(error, last=last))
         raise NotYet(f"{raised}.{separator}{hint}" if hint else raised) from error

@@ -5,6 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from exercises._harness import NotYet, first_hint, gradient_rules, running, self_check, shown
+from exercises._i18n import _
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
@@ -15,15 +16,15 @@ def _show(values) -> str:
 
 def _require_custom_gradient(fn, *args, what: str) -> None:
     """Refuses an answer whose gradient TensorFlow derives itself: the exercise asks for a ``grad``."""
-    with running(f"tracing {what} in a tf.function (to find its @tf.custom_gradient)",
-                 hint="\nThe check traces your function to see how its gradient is built: use "
-                      "TensorFlow ops only, no .numpy()."):
+    with running(_("tracing {what} in a tf.function (to find its @tf.custom_gradient)").format(what=what),
+                 hint=_("\nThe check traces your function to see how its gradient is built: use "
+                        "TensorFlow ops only, no .numpy().")):
         rules = gradient_rules(fn, *args)
     # A rule of gradlab's (map_gradient around the answer) passes TensorFlow's own gradient on: not yours.
     if not any(rule.op_type == "IdentityN" and not rule.origin.startswith("gradlab") for rule in rules):
-        raise NotYet(f"the values and the gradient are right, but TensorFlow derived this gradient\n"
-                     f"itself from the ops of {what}: the exercise asks you to write it yourself,\n"
-                     "with @tf.custom_gradient and a grad(dy).")
+        raise NotYet(_("the values and the gradient are right, but TensorFlow derived this gradient\n"
+                       "itself from the ops of {what}: the exercise asks you to write it yourself,\n"
+                       "with @tf.custom_gradient and a grad(dy).").format(what=what))
 
 
 def _check_exercise_1_case(fn, x, dy) -> str:
@@ -36,33 +37,35 @@ def _check_exercise_1_case(fn, x, dy) -> str:
     expected_y = -tf.nn.softplus(-x).numpy()
     if y.shape != x.shape or not np.all(np.isfinite(y.numpy())) or not np.allclose(
             y.numpy(), expected_y, rtol=1e-6, atol=1e-6):
-        hint = ("\nHint: sigmoid(-200) rounds to 0 in float32 and log(0) = -inf: compute the value\n"
-                "with the stable formula of section 2." if np.isneginf(y.numpy()).any() else "")
-        raise NotYet(f"at x = {_show(x)} the value is {_show(y)},\n"
-                     f"but log(sigmoid(x)) = -softplus(-x) = {_show(expected_y)}.{hint}")
+        hint = (_("\nHint: sigmoid(-200) rounds to 0 in float32 and log(0) = -inf: compute the value\n"
+                  "with the stable formula of section 2.") if np.isneginf(y.numpy()).any() else "")
+        raise NotYet(_("at x = {x} the value is {y},\nbut log(sigmoid(x)) = -softplus(-x) = {expected}.").format(
+            x=_show(x), y=_show(y), expected=_show(expected_y)) + hint)
     if grad is None:
-        raise NotYet("no gradient reaches x (tape.gradient returned None): did grad return None,\n"
-                     "or does a tf.stop_gradient cut the path?")
+        raise NotYet(_("no gradient reaches x (tape.gradient returned None): did grad return None,\n"
+                       "or does a tf.stop_gradient cut the path?"))
     if grad.shape != x.shape:
-        raise NotYet(f"x has shape {x.shape}, but grad sends back a gradient of shape {grad.shape}.")
+        raise NotYet(_("x has shape {shape}, but grad sends back a gradient of shape {got}.").format(
+            shape=x.shape, got=grad.shape))
     got, sig = grad.numpy(), tf.sigmoid(-x).numpy()
     expected = dy.numpy() * sig
     if np.allclose(got, expected, rtol=1e-6, atol=1e-6):
         _require_custom_gradient(fn, x, what="log_sigmoid")
-        return f"Values {_show(y)}, all finite; gradient {_show(got)} = dy * sigmoid(-x)."
+        return _("Values {y}, all finite; gradient {got} = dy * sigmoid(-x).").format(y=_show(y), got=_show(got))
     sent_instead = (  # what a typical wrong rule sends back, and the hint for it
-        (sig, "your grad ignores dy: it sends sigmoid(-x) whatever the upstream gradient is\n"
-              "(the bug of section 1). Multiply by dy."),
-        (dy.numpy(), "your grad returns dy unchanged: multiply it by the local derivative."),
+        (sig, _("your grad ignores dy: it sends sigmoid(-x) whatever the upstream gradient is\n"
+                "(the bug of section 1). Multiply by dy.")),
+        (dy.numpy(), _("your grad returns dy unchanged: multiply it by the local derivative.")),
         (dy.numpy() * tf.sigmoid(x).numpy(),
-         "this is dy * sigmoid(x): the derivative of log(sigmoid(x)) is 1 - sigmoid(x) = sigmoid(-x)."),
+         _("this is dy * sigmoid(x): the derivative of log(sigmoid(x)) is 1 - sigmoid(x) = sigmoid(-x).")),
     )
     hint = first_hint(*((np.allclose(got, wrong, atol=1e-6), hint) for wrong, hint in sent_instead),
                       (not np.all(np.isfinite(got)),
-                       "the gradient is not finite everywhere: compute it from sigmoid(-x), which stays in [0, 1]."),
-                      otherwise="the backward rule is dy * sigmoid(-x).")
-    raise NotYet(f"for x = {_show(x)} and the upstream dy = {_show(dy)}\nyou send back {_show(got)};\n"
-                 f"dy * sigmoid(-x) is {_show(expected)}.\nHint: {hint}")
+                       _("the gradient is not finite everywhere: compute it from sigmoid(-x), which stays in [0, 1].")),
+                      otherwise=_("the backward rule is dy * sigmoid(-x)."))
+    raise NotYet(_("for x = {x} and the upstream dy = {dy}\nyou send back {got};\n"
+                   "dy * sigmoid(-x) is {expected}.\nHint: {hint}").format(
+                     x=_show(x), dy=_show(dy), got=_show(got), expected=_show(expected), hint=hint))
 
 
 @self_check
@@ -93,34 +96,36 @@ def _check_exercise_2_case(fn, x, w, dy) -> str:
     except NotYet as not_yet:
         if "gradients, but returned" not in str(not_yet):
             raise
-        raise NotYet(f"{not_yet}\nHint: product has two inputs, so grad returns two gradients, one per\n"
-                     "input, in the order of the inputs (bug 2).") from None
+        raise NotYet(f"{not_yet}\n" + _("Hint: product has two inputs, so grad returns two gradients, one per\n"
+                                         "input, in the order of the inputs (bug 2).")) from None
     if y.shape != x.shape or not np.array_equal(y.numpy(), (x * w).numpy()):
-        raise NotYet(f"the forward value must be x * w = {_show(x * w)}; you return {_show(y)}.")
+        raise NotYet(_("the forward value must be x * w = {expected}; you return {y}.").format(
+            expected=_show(x * w), y=_show(y)))
     values = {"x": x.numpy(), "w": w.numpy(), "dy": dy.numpy()}
     for name, got, want, other in (("x", gx, dy * w, "w"), ("w", gw, dy * x, "x")):
         if got is None:
-            raise NotYet(f"no gradient reaches {name} (grad returned None for it).")
+            raise NotYet(_("no gradient reaches {name} (grad returned None for it).").format(name=name))
         if got.shape != x.shape:
-            raise NotYet(f"{name} has shape {x.shape}, but grad sends it a gradient of shape {got.shape}.")
+            raise NotYet(_("{name} has shape {shape}, but grad sends it a gradient of shape {got}.").format(
+                name=name, shape=x.shape, got=got.shape))
         got, want = got.numpy(), want.numpy()
         if np.allclose(got, want):
             continue
         if np.allclose(got, values[other]):
-            hint = (f"you send {other} itself, whatever dy is: grad forgets the upstream gradient\n"
-                    "(bug 1). Multiply by dy.")
+            hint = _("you send {other} itself, whatever dy is: grad forgets the upstream gradient\n"
+                     "(bug 1). Multiply by dy.").format(other=other)
         elif np.allclose(got, values["dy"] * values[name]):
-            hint = (f"this is dy * {name}: the gradients are swapped. Differentiating x * w by {name} "
-                    f"leaves {other}.")
+            hint = _("this is dy * {name}: the gradients are swapped. Differentiating x * w by {name} "
+                     "leaves {other}.").format(name=name, other=other)
         elif np.allclose(got, values["dy"]):
-            hint = f"you send dy unchanged: multiply it by the local derivative of x * w by {name}."
+            hint = _("you send dy unchanged: multiply it by the local derivative of x * w by {name}.").format(name=name)
         else:
-            hint = f"by the chain rule, the gradient w.r.t. {name} is dy times d(x * w)/d{name}."
-        raise NotYet(f"with x = {_show(x)}, w = {_show(w)} and the upstream dy = {_show(dy)},\n"
-                     f"the gradient w.r.t. {name} is {_show(got)}; the chain rule gives {_show(want)}.\n"
-                     f"Hint: {hint}")
+            hint = _("by the chain rule, the gradient w.r.t. {name} is dy times d(x * w)/d{name}.").format(name=name)
+        raise NotYet(_("with x = {x}, w = {w} and the upstream dy = {dy},\n"
+                       "the gradient w.r.t. {name} is {got}; the chain rule gives {want}.\nHint: {hint}").format(
+                         x=_show(x), w=_show(w), dy=_show(dy), name=name, got=_show(got), want=_show(want), hint=hint))
     _require_custom_gradient(fn, x, w, what="product")
-    return f"d/dx = {_show(gx)} = dy * w and d/dw = {_show(gw)} = dy * x."
+    return _("d/dx = {gx} = dy * w and d/dw = {gw} = dy * x.").format(gx=_show(gx), gw=_show(gw))
 
 
 @self_check
