@@ -15,6 +15,7 @@ import tensorflow as tf
 
 import workbook
 from exercises import _i18n
+from exercises import custom_gradient
 from exercises.start_here import check_exercise_1, check_exercise_2
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
@@ -86,3 +87,19 @@ def test_the_chinese_notebooks_import_the_same_workbook():
                           env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home())})
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [str(NOTEBOOKS / "workbook.py"), str(NOTEBOOKS / "exercises" / "__init__.py")]
+
+
+def test_a_check_that_reads_tensorflows_english_error_still_recognises_it_in_chinese(chinese, capsys):
+    """exercises/custom_gradient.py tells "one gradient for two inputs" by TensorFlow's (English) message."""
+    def product(x, w):
+        @tf.custom_gradient
+        def op(x, w):
+            def grad(dy):
+                return dy * w
+            return x * w, grad
+        return op(x, w)
+
+    assert not custom_gradient.check_exercise_2(product)
+    out = capsys.readouterr().out
+    assert out.startswith("还不对：你的函数 抛出了异常 ValueError: custom_gradient function expected to return 2 gradients")
+    assert "提示：product 有两个输入" in out
