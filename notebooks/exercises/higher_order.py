@@ -41,6 +41,10 @@ def check_exercise_1(on_input, on_output) -> str:
     multiplies the constant starting gradient once (3 · 2 = 6). A "Not yet" says which prediction
     is off and what it amounts to (f'' alone, the first derivative, the factor once or twice), and
     never states either answer.
+
+    No held-out cases (no ``seed``): the answer is a prediction of two numbers for the two expressions
+    the exercise states, so there is no other input to try it on; the instructor edition grades it by
+    this check alone.
     """
     if on_input is None or on_output is None:
         raise NotYet("replace both None with your predictions (numbers).")
@@ -179,7 +183,7 @@ def _check_exercise_2_case(jvp_by_transposing, x, u, first: dict) -> dict:
 
 
 @self_check
-def check_exercise_2(jvp_by_transposing) -> str:
+def check_exercise_2(jvp_by_transposing, *, seed: int | None = None) -> str:
     """Checks ``jvp_by_transposing(fn, x, u)`` against the transpose of reverse mode on five functions.
 
     The right answer differentiates the VJP ``J^T w`` with respect to a watched ``w = 1`` (with
@@ -188,11 +192,15 @@ def check_exercise_2(jvp_by_transposing) -> str:
     rule that is not linear in ``dy`` (section 8's ``clip_by_norm``), whose transpose is its
     derivative at ``w = 1``, refuses answers that reach ``J u`` without transposing (a Jacobian).
     A second case, at another x with another u, refuses an answer that returns the first case's numbers.
+    With ``seed`` (the instructor edition's held-out cases) it tries one x and u drawn from it instead.
     """
     x = tf.constant([0.3, -0.6, 1.2])
     u = tf.constant([1.0, 2.0, 3.0])
-    first = _check_exercise_2_case(jvp_by_transposing, x, u, {})
-    rng = np.random.default_rng(15)                                    # copied numbers fail here
+    if seed is None:
+        first = _check_exercise_2_case(jvp_by_transposing, x, u, {})
+        rng = np.random.default_rng(15)                                    # copied numbers fail here
+    else:
+        first, rng = {}, np.random.default_rng(seed)
     _check_exercise_2_case(jvp_by_transposing, tf.constant(np.round(rng.uniform(-1.5, 1.5, 3), 2), tf.float32),
                            tf.constant(np.round(rng.uniform(-3.0, 3.0, 3), 1), tf.float32), first)
     source_rule = _detached(lambda dy: tf.maximum(0.0, 1.0 - tf.abs(x)))    # answer 6: ignores dy

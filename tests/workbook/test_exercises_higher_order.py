@@ -5,6 +5,7 @@ import itertools
 import re
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from exercises.higher_order import _transposed, check_exercise_1, check_exercise_2
@@ -118,3 +119,27 @@ def test_exercise_2_refuses_the_first_cases_numbers_by_call_order(refused):
     assert out.startswith("Not yet: on tf.sin, at x = [ 0.58  0.95 -0.47] with u = [-2.7  0.4 -2.1],\n"
                           "you get [0.9553 1.6507 1.0871];")
     assert "That is the JVP at the first x and u, which passed: compute it from the fn, x and u you are given." in out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2024])
+def test_exercise_2_held_out_cases_decide_as_the_public_ones(seed):
+    """The instructor edition's held-out cases (check_exercise_2(..., seed=...)): other x and u, same verdicts."""
+    assert check_exercise_2.verdict(_transpose, seed=seed).passed
+
+    def vjp_of_u(fn, x, u):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x)
+        return tape.gradient(y, x, output_gradients=u)
+    for wrong in (lambda fn, x, u: u, vjp_of_u, lambda fn, x, u: _transpose(fn, x, None)):
+        assert not check_exercise_2.verdict(wrong, seed=seed).passed
+
+
+def test_exercise_2_held_out_cases_refuse_an_answer_fitted_to_the_public_ones():
+    rng = np.random.default_rng(15)
+    public = [np.float32([0.3, -0.6, 1.2]), np.round(rng.uniform(-1.5, 1.5, 3), 2).astype(np.float32)]
+
+    def fitted(fn, x, u):
+        return _transpose(fn, x, u) if any(np.array_equal(x.numpy(), p) for p in public) else u
+    assert check_exercise_2.verdict(fitted).passed
+    assert not check_exercise_2.verdict(fitted, seed=7).passed
