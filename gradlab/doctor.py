@@ -18,6 +18,7 @@ import functools
 import importlib.util
 import linecache
 import os
+import re
 import sys
 import sysconfig
 import traceback
@@ -200,7 +201,8 @@ def _notebook_where(where: str) -> Optional[str]:
     path, _, line = where.rpartition(":")
     if not os.path.basename(os.path.dirname(path)).startswith("ipykernel_"):
         return None
-    code = linecache.getline(path, int(line)).strip() if line.isdigit() else ""
+    code = linecache.getline(path, int(line)) if line.isdigit() else ""
+    code = " ".join(re.split(r"\s{2,}#|^\s*#", code)[0].split())  # without an inline comment
     if len(code) > 70:
         code = code[:67] + "..."
     return f"line {line} of a notebook cell" + (f": {code}" if code else "")

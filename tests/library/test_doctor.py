@@ -340,7 +340,7 @@ def test_a_notebook_cell_shows_its_line_and_code_not_the_kernels_file(tmp_path):
     """A Jupyter kernel compiles a cell into ipykernel_<pid>/<hash>.py: a machine path, unstable from run to run."""
     cell = tmp_path / "ipykernel_4242" / "1234.py"
     cell.parent.mkdir()
-    cell.write_text("w = 1.0\nq = tf.round(w * 4.0) / 4.0\n")
+    cell.write_text("w = 1.0\nq = tf.round(w * 4.0) / 4.0        # quarters\n")
     entry = gradlab.GradientDiagnosis("sources[0]: tensor float32 ()", "none", "Round", f"{cell}:2", "why.", "fix.")
     report = gradlab.GradientReport([entry])
     for text in (str(report), report._repr_html_()):
