@@ -669,7 +669,7 @@ def _nonfinite_words(op: tf.Operation, path) -> Tuple[str, str]:
     select = _where_consumer(op, path)
     if select is not None:
         at = _op_where(select)
-        at = f" at {at}" if at else ""
+        at = f" at {_notebook_where(at) or at}" if at else ""
         return (f"{op.type}'s backward pass gives inf or NaN: {formula}. The tf.where ({select.type}{at}) picks the "
                 f"other branch for those elements, but its backward pass still sends them 0, and 0 x inf = NaN.",
                 f"Use the double tf.where: also replace the input of the unsafe branch, "
@@ -709,7 +709,7 @@ def _zero_words(op: tf.Operation) -> Tuple[str, str]:
 
 
 def _left_words(where: Optional[str]) -> Tuple[str, str]:
-    at = f" at {where}" if where else ""
+    at = f" at {_notebook_where(where) or where}" if where else ""
     return (f"fn takes a tensor out of TensorFlow{at} (.numpy(), float(), np.asarray or another NumPy call): the "
             "tape records only TensorFlow ops, so nothing connects the result to this source.",
             "Keep the computation in TensorFlow ops (tf.math, tf.reduce_* instead of NumPy); if NumPy is "

@@ -349,6 +349,22 @@ def test_a_notebook_cell_shows_its_line_and_code_not_the_kernels_file(tmp_path):
     assert entry.where == f"{cell}:2"  # the attribute keeps the file
 
 
+def test_a_notebook_cell_in_a_reason_shows_its_line_and_code(tmp_path):
+    """The reasons that name a second line (the tf.where of the trap, where a value left TensorFlow) show it the same way."""
+    cell = tmp_path / "ipykernel_4242" / "5678.py"
+    cell.parent.mkdir()
+    cell.write_text("def f(x):\n    return tf.where(x > 0.0, tf.math.log(x), 0.0)\n"
+                    "def g(x):\n    return tf.constant(x.numpy() * 2.0)\n")
+    namespace = {"tf": tf}
+    exec(compile(cell.read_text(), str(cell), "exec"), namespace)
+    x = tf.constant([0.0, 2.0])
+    for fn, says in ((namespace["f"], "(SelectV2 at line 2 of a notebook cell: return tf.where(x > 0.0, tf.math.log(x), 0.0))"),
+                     (namespace["g"], "out of TensorFlow at line 4 of a notebook cell: return tf.constant(x.numpy() * 2.0)")):
+        entry = gradlab.explain_gradient(fn, x)[0]
+        assert entry.where == f"{cell}:{2 if fn is namespace['f'] else 4}"
+        assert says in entry.reason and str(tmp_path) not in entry.reason and str(tmp_path) not in str(entry)
+
+
 # --- bad input ------------------------------------------------------------------------------------------
 
 
