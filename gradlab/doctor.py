@@ -775,8 +775,8 @@ def explain_gradient(fn: Callable[..., Any], *sources: Any) -> GradientReport:
     ReLU and a saturated clip.
 
     Every ``tf.function`` that ``fn`` calls is traced into the same graph (its Python function runs
-    there, as under ``tf.config.run_functions_eagerly(True)``, restored afterwards), so the ops inside
-    them are found, with their lines; a ``tf.data`` pipeline's functions stay traced on their own.
+    there, as under ``tf.config.run_functions_eagerly(True)``, restored afterwards), and the ops inside it
+    are found, with their lines; a ``tf.data`` pipeline's functions stay traced on their own.
 
     Cost: one tape gradient when every source is ``ok``; otherwise a trace of ``fn`` and one
     run of the traced graph with the extra gradients. ``fn`` runs twice then, so it should have no
