@@ -11,11 +11,11 @@ from exercises._harness import NotYet, first_hint, running, self_check
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
-# Global norm 13 (halved by max_norm 6.5), global norm 6.5 (divided by 5 by max_norm 1.3: a max_norm
-# written into the answer fails here), then global norm 1.3 (left alone by max_norm 2).
+# Global norm 13 (halved by max_norm 6.5), global norm 26 (divided by 10 by max_norm 2.6: a max_norm
+# written into the answer fails here, and 6.5 is named), then global norm 1.3 (left alone by max_norm 2).
 _CASES = (
     ([[3.0, 4.0], [[0.0, 12.0]]], 6.5),
-    ([[1.5, 2.0], [[0.0, 6.0]]], 1.3),
+    ([[6.0, 8.0], [[0.0, 24.0]]], 2.6),
     ([[0.3, 0.4], [[0.0, 1.2]]], 2.0),
 )
 
@@ -27,7 +27,7 @@ def _held_out_cases(seed: int) -> tuple:
     for low, high in ((0.3, 0.7), (0.1, 0.25), (1.3, 3.0)):
         values = [np.round(rng.uniform(-3.0, 3.0, 2), 2).tolist(), np.round(rng.uniform(-3.0, 3.0, (1, 2)), 2).tolist()]
         norm = float(np.sqrt(sum(np.sum(np.square(v)) for v in values)))
-        cases.append((values, round(norm * float(rng.uniform(low, high)), 2)))
+        cases.append((values, max(round(norm * float(rng.uniform(low, high)), 2), 0.01)))   # never 0
     return tuple(cases)
 #: The name scopes of tf.clip_by_global_norm and tf.linalg.global_norm (tf.global_norm) in a graph.
 _LIBRARY_SCOPE = re.compile(r"(?:^|/)(clip_by_global_norm|global_norm)(?:_\d+)?/")
@@ -85,7 +85,7 @@ def _hint(result, grads, max_norm, tried=()) -> str:
         return "multiply every tensor by the same factor min(1, max_norm / global norm)."
     factor, expected = float(ratios[0]), min(1.0, max_norm / norm)
     said = f"you multiplied every tensor by {factor:.4f}; the factor is min(1, {max_norm} / {norm:.1f}) = {expected:.4f}"
-    written = [m for m in tried if m != max_norm and np.isclose(factor, min(1.0, m / norm))]
+    written = [m for m in tried if m != max_norm and m < norm and np.isclose(factor, m / norm)]
     if written:
         return (f"{said}:\nthat is the factor for max_norm {written[0]}, not this case's {max_norm}. Is "
                 f"{written[0]} written into your\nfunction? Use the max_norm it is given.")

@@ -115,8 +115,9 @@ def test_exercise_2_reports_wrong_lengths_shapes_none_and_raising_answers(refuse
 def test_exercise_1_refuses_a_hard_coded_max_norm(refused):
     """Issue 39: the second case uses another max_norm, so 6.5 written into the answer fails there, named."""
     out = refused(check_exercise_1(lambda grads, max_norm: _global_clip(grads, 6.5)))
-    assert "for gradients [[1.5, 2.0], [[0.0, 6.0]]] (global norm 6.5) and max_norm 1.3 you return" in out
-    assert "that is the factor for max_norm 6.5, not this case's 1.3. Is 6.5 written into your\nfunction?" in out
+    assert "for gradients [[6.0, 8.0], [[0.0, 24.0]]] (global norm 26.0) and max_norm 2.6 you return" in out
+    assert "by 0.2500; the factor is min(1, 2.6 / 26.0) = 0.1000:\nthat is the factor for max_norm 6.5, not this case's " \
+           "2.6. Is 6.5 written into your\nfunction?" in out
 
 
 @pytest.mark.parametrize("seed", [0, 1, 7, 2024])
@@ -133,7 +134,8 @@ def test_held_out_cases_decide_as_the_public_ones(seed, accepted, refused):
 
 def test_held_out_cases_refuse_answers_fitted_to_the_public_ones(refused):
     """max_norm 6.5 written in passes the first public case; positions or shapes written in pass the first model."""
-    assert "Is 6.5 written into" in refused(check_exercise_1(lambda grads, max_norm: _global_clip(grads, 6.5), seed=1))
+    assert "and max_norm" in refused(check_exercise_1(lambda grads, max_norm: _global_clip(grads, 6.5), seed=1))
+    assert "Is 2.6 written into" in refused(check_exercise_1(lambda grads, max_norm: _global_clip(grads, 2.6), seed=1))
     by_position = lambda grads, variables: [g * f for g, f in zip(grads, (0.1, 0.1, 1.0, 1.0))]  # noqa: E731
     assert not check_exercise_2.verdict(by_position, seed=1).passed
     by_shape = lambda grads, variables: [g * 0.1 if tuple(g.shape) in ((3, 4), (4,)) else g for g in grads]  # noqa: E731
