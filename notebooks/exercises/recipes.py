@@ -11,8 +11,9 @@ __all__ = ["check_exercise_1", "check_exercise_2"]
 #: The smallest normal float32, 2**-126 (about 1.2e-38).
 TINY = np.finfo(np.float32).tiny
 #: Zero, negative and positive points; 0 is where a naive tf.where(x > 0, log(x), 0) fails. 1e-37, 2e-38
-#: and TINY (normal float32) refuse an epsilon or a clamp (log(x + eps), log(max(x, eps))): any eps
-#: whose 1/eps is finite moves log there, and a smaller one makes the gradient at 0 infinite.
+#: and TINY (normal float32) refuse an epsilon (log(x + eps)): any eps whose 1/eps is finite moves log
+#: there, and a smaller one makes the gradient at 0 infinite; and a clamp above TINY (log(max(x, eps))),
+#: which moves log at TINY. A clamp at TINY or below changes nothing TensorFlow computes (see _clamp_hint).
 POINTS = np.array([-2.0, -0.5, 0.0, 1e-37, 0.25, 1.0, 3.0, 2e-38, TINY], np.float32)
 #: An upstream gradient other than ones: a custom grad that forgets to multiply by dy shows.
 UPSTREAM = np.array([0.5, -2.0, 3.0, 1.0, 1.5, -0.25, 2.0, -1.0, 0.75], np.float32)
