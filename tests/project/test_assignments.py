@@ -355,8 +355,8 @@ def test_the_points_table_sets_points_a_written_question_and_held_out_cases():
     _, questions = edition.source_notebook(ROOT / "notebooks" / "08_higher_order_forward_mode.ipynb")
     assert [q.hidden for q in questions] == [False, True, True]    # exercise 1 predicts two numbers
     for stem in ("01_custom_gradient", "02_stop_gradient_straight_through", "03_keras_layers", "04_surrogate_gradients",
-                 "05_relu_gradients_saliency", "06_chain_propagation", "09_performance", "10_appendix_tf1_legacy",
-                 "13_recipes", "14_questions"):
+                 "05_relu_gradients_saliency", "06_chain_propagation", "07_optimizer_level", "09_performance",
+                 "10_appendix_tf1_legacy", "11_appendix_reference", "12_domain_adversarial", "13_recipes", "14_questions"):
         _, questions = edition.source_notebook(ROOT / "notebooks" / f"{stem}.ipynb")
         assert questions and all(q.hidden for q in questions), stem
     master, _ = edition.source_notebook(ROOT / "notebooks" / "00_start_here.ipynb", held_out=5)
