@@ -92,7 +92,9 @@ def verdict(comparison: Comparison, vjps: list, *, rtol: float, atol: float, def
     """Whether autodiff matches under every upstream and, unless the rule is defined by a
     reference, is linear in it; whether it ignores the upstream; whether anything was resolved."""
     c, autodiff = comparison, vjps[0]
-    linear = close(vjps[1], 2 * autodiff, rtol=rtol, atol=atol)
+    # Linear: twice the upstream gives twice the gradient, and its negation the negated gradient
+    # (a rule that reads |dy| scales under 2u but not under -u).
+    linear = close(vjps[1], 2 * autodiff, rtol=rtol, atol=atol) and close(vjps[2], -autodiff, rtol=rtol, atol=atol)
     max_error = float(max(e.max() for e in c.errors)) if autodiff.size else 0.0
     matches = all(close(a, e, rtol=rtol, atol=atol, floor=f, scale=scale)
                   for a, e, f, scale in zip(c.compared, c.expected, c.floors, c.scales))

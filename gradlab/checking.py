@@ -46,8 +46,8 @@ class GradientCheck:
       max_error: the largest ``|autodiff - reference|`` over all elements and upstreams (with
         ``fast=True``, over the directional derivatives along directions whose largest element is 1).
       linear_in_upstream: whether the gradient scales with the upstream gradient ``dy``
-        (``VJP(2u) = 2 VJP(u)``). A true derivative always does; a defined rule such as a clip
-        need not, and is then judged against its ``reference`` only.
+        (``VJP(2u) = 2 VJP(u)`` and ``VJP(-u) = -VJP(u)``). A true derivative always does; a
+        defined rule such as a clip need not, and is then judged against its ``reference`` only.
       ignores_upstream: True when the gradient does not change at all with ``dy`` although it
         should (the classic bug: a ``grad(dy)`` that never multiplies by ``dy``).
       autodiff: the autodiff vector-Jacobian product under the random upstream ``u``.
@@ -103,8 +103,8 @@ def check_gradient(
       clipped gradient, which finite differences cannot know about.
 
     Both are checked under four upstream gradients, ``u``, ``2u``, ``-u`` and ``u/1024``. A true
-    derivative is linear in the upstream gradient, ``VJP(2u) = 2 VJP(u)``, so against finite
-    differences a gradient that is not is reported. A defined rule need not be linear (a clip is
+    derivative is linear in the upstream gradient, ``VJP(2u) = 2 VJP(u)`` and ``VJP(-u) = -VJP(u)``,
+    so against finite differences a gradient that is not is reported. A defined rule need not be linear (a clip is
     not, by design): it passes when it matches ``reference`` under every upstream. Either way a custom ``grad(dy)`` that
     forgets ``dy`` is caught, even where that bug gives the right answer for ``dy = 1``, and the
     verdict says so: its gradient stays the same when the upstream gradient changes.

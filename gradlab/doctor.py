@@ -12,13 +12,17 @@ the line of your code that built it.
 from __future__ import annotations
 
 import collections.abc
+import contextlib
 import dataclasses
 import functools
 import importlib.util
+import linecache
 import os
+import re
 import sys
 import sysconfig
 import traceback
+import warnings
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
@@ -80,7 +84,8 @@ class GradientDiagnosis:
       op_type: the TensorFlow op type that cut, broke or zeroed the gradient (``"Round"``,
         ``"StopGradient"``, ``"Sqrt"``, ``"Relu"``...), else None.
       where: ``"file:line"`` of your own code that built that op (or, for a value that left
-        TensorFlow, the line that took it out), else None.
+        TensorFlow, the line that took it out), else None. For a notebook cell, whose file is the
+        kernel's temporary one, the report shows the line number in the cell and its code instead.
       reason: one sentence: why.
       fix: what to do, and the workbook section that teaches it.
       op_name: the op's name in the traced graph (it carries the Keras layer's name), else None.
@@ -112,7 +117,7 @@ class GradientDiagnosis:
             if self.op_name is not None:
                 head += f" ({self.op_name})"
         if self.where is not None:
-            head += f" at {self.where}"
+            head += f" at {_notebook_where(self.where) or self.where}"
         lines = [head, f"    why: {self.reason}"]
         if self.status != "ok":
             lines.append(f"    fix: {self.fix}")
@@ -187,12 +192,26 @@ class GradientReport(collections.abc.Sequence):
         return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
-def _short_where(where: str) -> str:
-    """``file:line`` for a table: the file's base name (a notebook cell's file is the kernel's)."""
+def _notebook_where(where: str) -> Optional[str]:
+    """A notebook cell's line as the report shows it, ``line 3 of a notebook cell: q = tf.round(x)``, else None.
+
+    A Jupyter kernel compiles each cell into a file of its own temporary folder (``ipykernel_<pid>``),
+    a machine path that changes from run to run: the report shows the line's code instead.
+    """
     path, _, line = where.rpartition(":")
-    if os.path.basename(os.path.dirname(path)).startswith("ipykernel_"):
-        return f"this notebook, line {line} of its cell"
-    return f"{os.path.basename(path)}:{line}"
+    if not os.path.basename(os.path.dirname(path)).startswith("ipykernel_"):
+        return None
+    code = linecache.getline(path, int(line)) if line.isdigit() else ""
+    code = " ".join(re.split(r"\s{2,}#|^\s*#", code)[0].split())  # without an inline comment
+    if len(code) > 70:
+        code = code[:67] + "..."
+    return f"line {line} of a notebook cell" + (f": {code}" if code else "")
+
+
+def _short_where(where: str) -> str:
+    """``file:line`` for a table: the file's base name, or a notebook cell's line and code."""
+    path, _, line = where.rpartition(":")
+    return _notebook_where(where) or f"{os.path.basename(path)}:{line}"
 
 
 # --- the arguments --------------------------------------------------------------------------------
@@ -554,12 +573,31 @@ def _trace(fn: Callable, sources: List[_Source], todo: Dict[int, str]):
     last_error: Optional[BaseException] = None
     for autograph in (False, True):
         try:
-            concrete = tf.function(traced, autograph=autograph).get_concrete_function(*specs)
+            with _nested_functions_inlined():
+                concrete = tf.function(traced, autograph=autograph).get_concrete_function(*specs)
             return state["walk"], state["keys"], concrete, [s.arg for s in tensor_sources]
         except tf.errors.OperatorNotAllowedInGraphError as error:  # Python control flow on a tensor
             last_error = error
             continue
     raise last_error  # type: ignore[misc]
+
+
+@contextlib.contextmanager
+def _nested_functions_inlined() -> Iterator[None]:
+    """Traces the ``tf.function``s that ``fn`` calls into its own graph, not as call ops gradlab cannot open.
+
+    With ``tf.config.run_functions_eagerly(True)``, calling a ``tf.function`` runs its Python function
+    where it is called: inside the trace, its ops land in the traced graph (a loss calling a
+    ``tf.function`` with an ``input_signature``, say), and their tracebacks give the user's lines.
+    """
+    before = tf.config.functions_run_eagerly()
+    tf.config.run_functions_eagerly(True)
+    try:
+        with warnings.catch_warnings():  # tf.data's functions stay traced: that is fine here, say nothing
+            warnings.filterwarnings("ignore", message=".*does not apply to tf.data functions", category=UserWarning)
+            yield
+    finally:
+        tf.config.run_functions_eagerly(before)
 
 
 # --- the words ----------------------------------------------------------------------------------------
@@ -631,7 +669,7 @@ def _nonfinite_words(op: tf.Operation, path) -> Tuple[str, str]:
     select = _where_consumer(op, path)
     if select is not None:
         at = _op_where(select)
-        at = f" at {at}" if at else ""
+        at = f" at {_notebook_where(at) or at}" if at else ""
         return (f"{op.type}'s backward pass gives inf or NaN: {formula}. The tf.where ({select.type}{at}) picks the "
                 f"other branch for those elements, but its backward pass still sends them 0, and 0 x inf = NaN.",
                 f"Use the double tf.where: also replace the input of the unsafe branch, "
@@ -640,6 +678,11 @@ def _nonfinite_words(op: tf.Operation, path) -> Tuple[str, str]:
         return (f"{op.type}'s backward pass gives inf or NaN: {formula}, here the norm of a zero vector.",
                 f"Add a small epsilon under the square root, tf.sqrt(tf.reduce_sum(x ** 2) + eps), or use the "
                 f"double tf.where ({_NB13}, section 2).")
+    if any(t.dtype == tf.float16 for t in list(op.inputs) + list(op.outputs)):
+        return (f"{op.type}'s backward pass turns a finite gradient into inf or NaN in float16: {formula}, and "
+                f"float16's largest finite number is 65,504, so a large but finite derivative overflows to inf too.",
+                f"Compute {op.type} in float32 (tf.cast its input to tf.float32, and the result back), or keep its "
+                f"input away from that point (clip it, add a small epsilon).")
     return (f"{op.type}'s backward pass turns a finite gradient into inf or NaN: {formula}.",
             f"Keep its input away from that point (clip it, add a small epsilon); where a tf.where already "
             f"excludes those elements, use the double tf.where ({_NB13}, section 2).")
@@ -666,7 +709,7 @@ def _zero_words(op: tf.Operation) -> Tuple[str, str]:
 
 
 def _left_words(where: Optional[str]) -> Tuple[str, str]:
-    at = f" at {where}" if where else ""
+    at = f" at {_notebook_where(where) or where}" if where else ""
     return (f"fn takes a tensor out of TensorFlow{at} (.numpy(), float(), np.asarray or another NumPy call): the "
             "tape records only TensorFlow ops, so nothing connects the result to this source.",
             "Keep the computation in TensorFlow ops (tf.math, tf.reduce_* instead of NumPy); if NumPy is "
@@ -730,6 +773,10 @@ def explain_gradient(fn: Callable[..., Any], *sources: Any) -> GradientReport:
     not use, a value taken out of TensorFlow (``.numpy()``, ``float()``), a ``tf.data`` pipeline, the
     singular derivatives (``sqrt``, ``log``, ``pow``, a norm at zero, the ``tf.where`` trap), a dead
     ReLU and a saturated clip.
+
+    Every ``tf.function`` that ``fn`` calls is traced into the same graph (its Python function runs
+    there, as under ``tf.config.run_functions_eagerly(True)``, restored afterwards), and the ops inside it
+    are found, with their lines; a ``tf.data`` pipeline's functions stay traced on their own.
 
     Cost: one tape gradient when every source is ``ok``; otherwise a trace of ``fn`` and one
     run of the traced graph with the extra gradients. ``fn`` runs twice then, so it should have no

@@ -13,7 +13,8 @@
 # its pins (uv pip sync), as a fresh Colab runtime would be. GRADLAB_REPO is, by default, a
 # snapshot of this checkout's working tree (tracked and untracked files, not the ignored ones)
 # committed into a throwaway git repository; COLAB_REPO=HEAD clones the checkout's committed HEAD
-# instead, and any other COLAB_REPO value (a URL or a path) is passed on as it is.
+# instead, and any other COLAB_REPO value (a URL or a path) is passed on as it is. After the
+# notebooks, the leg runs tests/library/test_widgets.py there too (the explorers on ipywidgets 7.7.1).
 # Every other leg installs gradlab from the checkout (`--no-deps -e .`) and runs
 # `pytest --nbval-lax notebooks` from the repository (the kernels' working directory is notebooks/).
 #
@@ -180,7 +181,25 @@ run_colab() {   # leg
         fi
         summarize "$leg" "$cache/logs/$leg-$name.xml"
     done
+    run_colab_widget_tests "$leg" || rc=1
     versions "$py"
+    return "$rc"
+}
+
+# The explorers' own tests on Colab's ipywidgets (7.7.1), which the notebooks' runs cannot see (a
+# tooltip that ipywidgets 7 ignores raises nothing): a fresh runtime again, gradlab[notebook] from a
+# clone of GRADLAB_REPO as the first cell installs it, then tests/library/test_widgets.py from the clone.
+run_colab_widget_tests() {   # leg
+    local leg=$1 env="$cache/$1" py="$cache/$1/bin/python" dir="$work/colab/widget-tests" hypothesis
+    hypothesis=$(grep -m1 '^hypothesis==' requirements.txt | cut -d';' -f1)
+    "$uv" pip sync --quiet --python "$py" "$env/.gradlab-versions-freeze.txt" &&
+        git clone --quiet "$colab_repo" "$dir" &&
+        "$uv" pip install --quiet --python "$py" "$dir[notebook]" "$hypothesis" || return 1
+    echo "-- [$leg] tests/library/test_widgets.py on ipywidgets $("$py" -c 'import ipywidgets; print(ipywidgets.__version__)')"
+    (cd "$dir" && "$py" -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning \
+        --junitxml="$cache/logs/$leg-test_widgets.xml" tests/library/test_widgets.py) 2>&1 | tee -a "$cache/logs/$leg.log"
+    local rc=${PIPESTATUS[0]}
+    summarize "$leg" "$cache/logs/$leg-test_widgets.xml"
     return "$rc"
 }
 

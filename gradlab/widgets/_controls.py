@@ -18,6 +18,16 @@ def is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
+#: The trait that holds a control's hover text: ``tooltip`` on ipywidgets 8 (every DOM widget),
+#: ``description_tooltip`` on ipywidgets 7 (Colab ships 7.7.1), where ``tooltip=`` would be ignored.
+TOOLTIP = "tooltip" if widgets.FloatSlider.class_traits().get("tooltip") is not None else "description_tooltip"
+
+
+def tooltip(text: str) -> dict:
+    """The keyword argument that gives a control its hover text, on ipywidgets 8 and 7: ``{TOOLTIP: text}``."""
+    return {TOOLTIP: text}
+
+
 def _slider(spec: tuple) -> widgets.ValueWidget:
     """``(min, max[, step[, value]])`` as an ``IntSlider`` (all ints) or a ``FloatSlider``.
 

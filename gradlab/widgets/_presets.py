@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from gradlab import _validation as v
 from gradlab import ops
+from gradlab.widgets._controls import tooltip
 from gradlab.widgets._view import Explorer, explore
 from gradlab.widgets._labels import N_, _
 
@@ -48,7 +49,7 @@ class Slider:
     def widget(self, value: Any) -> widgets.ValueWidget:
         cls = widgets.FloatRangeSlider if isinstance(self, RangeSlider) else widgets.FloatSlider
         return cls(value=value, min=self.low, max=self.high, step=self.step, readout_format=self.readout,
-                   description=_(self.description), tooltip=_(self.tooltip), continuous_update=True,
+                   description=_(self.description), **tooltip(_(self.tooltip)), continuous_update=True,
                    style=_STYLE, layout=widgets.Layout(**_LAYOUT))
 
 
@@ -79,7 +80,7 @@ class Choice:
 
     def widget(self, value: Any) -> widgets.ValueWidget:
         return widgets.Dropdown(options=list(self.choices.items()), value=self.choices[value],
-                                description=_(self.description), tooltip=_(self.tooltip),
+                                description=_(self.description), **tooltip(_(self.tooltip)),
                                 style=_STYLE, layout=widgets.Layout(**_LAYOUT))
 
 

@@ -27,19 +27,39 @@ def _predict(predict_norms, norms: dict, clip_at: int, max_norm: float, names) -
         return {name: float(guess[name]) for name in names}
 
 
+def _held_out_settings(seed: int, plain_norms: dict) -> tuple[list, tuple, int, float]:
+    """The held-out cases (the instructor edition's ``seed``): four (clip_at, max_norm) settings, the first one
+    a clip that acts after the second layer or later; the made-up norms' factors, clip point and bound fraction."""
+    rng = np.random.default_rng(seed)
+    norms = list(plain_norms.values())
+    depth = len(norms)
+    settings = []
+    for setting in range(4):
+        clip_at = int(rng.integers(min(2, depth), depth + 1)) if setting == 0 else int(rng.integers(1, depth + 1))
+        ratio = rng.uniform(0.1, 0.6) if setting == 0 else 10.0 ** rng.uniform(-1.0, 0.5)
+        settings.append((clip_at, float(f"{ratio * norms[clip_at - 1]:.3g}")))
+    factors = tuple(np.round(rng.uniform(0.25, 4.0, 6), 2).tolist())
+    return settings, factors, int(rng.integers(min(2, depth), depth + 1)), round(float(rng.uniform(0.2, 0.8)), 2)
+
+
 @self_check
-def check_exercise_1(predict_norms, backward) -> str:
+def check_exercise_1(predict_norms, backward, *, seed: int | None = None) -> str:
     """Compares ``predict_norms(plain_norms, clip_at, max_norm)`` with real backward passes.
 
     The right answer multiplies the norms of the clip point and every earlier layer by
     ``s = min(1, max_norm / |g_clip_at|)`` and keeps the later layers' norms. It is a prediction
     from ``plain_norms``: an answer that runs the notebook's ``backward`` itself matches the real
     passes, so it is also given made-up plain norms, where only a prediction from them is right.
+    With ``seed`` (the instructor edition's held-out cases) the settings, the made-up norms and their
+    clip are drawn from it instead.
     """
     plain = backward()
     names = list(plain["norms"])
     depth = len(names)
     settings = [(min(4, depth), 1.0), (2, 0.3), (depth, 0.1), (3, 50.0)]
+    factors, made_up_clip, fraction = (2.0, 0.5, 3.0, 0.25, 1.5, 4.0), min(3, depth), 0.5
+    if seed is not None:
+        settings, factors, made_up_clip, fraction = _held_out_settings(seed, plain["norms"])
     for clip_at, max_norm in settings:
         truth = backward(lambda h, i: gradlab.clip_gradient_norm(h, max_norm) if i == clip_at else h)["norms"]
         guess = _predict(predict_norms, plain["norms"], clip_at, max_norm, truth)
@@ -67,10 +87,9 @@ def check_exercise_1(predict_norms, backward) -> str:
                          "receive the clipped gradient and transform it as usual.")
         else:
             raise NotYet(f"{setting}: {said}.\nHint: backpropagation is linear in the gradient it starts from.")
-    factors = (2.0, 0.5, 3.0, 0.25, 1.5, 4.0)
     made_up = {n: v * factors[i % len(factors)] for i, (n, v) in enumerate(plain["norms"].items())}
-    clip_at = min(3, depth)
-    max_norm = 0.5 * made_up[names[clip_at - 1]]
+    clip_at = made_up_clip
+    max_norm = fraction * made_up[names[clip_at - 1]]
     expected = _linear_prediction(made_up, clip_at, max_norm)
     guess = _predict(predict_norms, made_up, clip_at, max_norm, names)
     wrong = [n for n in names if not np.isclose(guess[n], expected[n], rtol=1e-4)]
@@ -86,14 +105,17 @@ def check_exercise_1(predict_norms, backward) -> str:
 
 
 @self_check
-def check_exercise_2(modify, backward) -> str:
+def check_exercise_2(modify, backward, *, seed: int | None = None) -> str:
     """Checks that ``backward(modify)`` keeps the forward pass and clips every layer's gradient to norm 0.1.
 
     Every norm must be at most 0.1, and none smaller than a clip to 0.1 at every layer leaves it: a
     modify that scales every gradient down (``scale_gradient(h, 1e-3)``) also keeps the norms below
     0.1, but it is not a clip. A second pass, with the gradient that reaches the top layer made 4 times
     larger, refuses a modify that scales each layer by a factor fixed in advance (which can match the
-    first pass's clipped norms exactly).
+    first pass's clipped norms exactly). With ``seed`` (the instructor edition's held-out cases) the
+    second pass makes the gradient that reaches a layer below the top one, drawn from it, 3 to 10
+    times larger (a factor drawn from it too): a modify that clips the top layer only and scales the
+    others by factors fixed in advance passes the public passes, not this one.
     """
     plain = backward()
     names = list(plain["norms"])
@@ -125,19 +147,24 @@ def check_exercise_2(modify, backward) -> str:
                      f"to {bound} at every layer\nleaves {clipped[n]:.4f}: your modify shrinks the gradient "
                      f"more than a clip (a scale, or a smaller bound?).\nA clip to norm {bound} leaves a "
                      "gradient that is already within the bound as it is.")
-    # The second case: the gradient that reaches the top layer is made 4 times larger (scale_gradient on its
-    # output, above modify). A clip at every layer bounds whatever arrives; factors fixed in advance do not.
-    top, factor = len(names), 4.0
+    # The second case: the gradient that reaches the top layer (held out: a layer below) is made 4 times larger
+    # (scale_gradient on its output, above modify). A clip at every layer bounds whatever arrives; factors fixed
+    # in advance do not.
+    at, factor = len(names), 4.0
+    if seed is not None and len(names) > 1:
+        rng = np.random.default_rng(seed)
+        at, factor = int(rng.integers(1, len(names))), round(float(rng.uniform(3.0, 10.0)), 1)
 
     def scaled(inner):
-        return lambda h, i: gradlab.scale_gradient(inner(h, i), factor) if i == top else inner(h, i)
-    with running("backward(modify), with the gradient reaching the top layer scaled"):
+        return lambda h, i: gradlab.scale_gradient(inner(h, i), factor) if i == at else inner(h, i)
+    with running(f"backward(modify), with the gradient reaching {'the top layer' if at == len(names) else names[at - 1]} "
+                 "scaled"):
         again = backward(scaled(modify))["norms"]
     reference = backward(scaled(lambda h, i: gradlab.clip_gradient_norm(h, bound)))["norms"]
     off = [n for n in names if not np.isclose(again.get(n, 0.0), reference[n], rtol=1e-4)]
     if off:
         n = off[-1]  # the top-most: the backward pass reaches it first
-        raise NotYet(f"in a second pass, where the gradient that reaches {names[-1]} is {factor:g} times larger "
+        raise NotYet(f"in a second pass, where the gradient that reaches {names[at - 1]} is {factor:g} times larger "
                      f"(scale_gradient\non its output), {n} receives a gradient of norm {again.get(n, 0.0):.4f}, "
                      f"where a clip to {bound} at every\nlayer leaves {reference[n]:.4f}. The first pass passed: "
                      "does your modify clip the gradient it receives,\nor scale it by factors fixed in advance?")

@@ -68,8 +68,19 @@ def _check_exercise_1_case(fn, x, dy) -> str:
                      x=_show(x), dy=_show(dy), got=_show(got), expected=_show(expected), hint=hint))
 
 
+def _held_out(seed: int, size: tuple[int, int]) -> tuple[np.random.Generator, int]:
+    """The generator of the held-out cases (the instructor edition's ``seed``), and a size drawn in ``size``."""
+    rng = np.random.default_rng(seed)
+    return rng, int(rng.integers(*size))
+
+
+def _upstream(rng: np.random.Generator, size: int) -> tf.Tensor:
+    """An upstream gradient of both signs, no entry near 0 or 1 (so that forgetting dy shows everywhere)."""
+    return tf.constant((rng.choice([-1.0, 1.0], size) * rng.uniform(0.25, 4.0, size)).round(2), tf.float32)
+
+
 @self_check
-def check_exercise_1(fn) -> str:
+def check_exercise_1(fn, *, seed: int | None = None) -> str:
     """Checks a stable ``log(sigmoid(x))`` written with ``tf.custom_gradient``: finite values, and
     the gradient ``dy * sigmoid(-x)`` for an upstream ``dy`` that is not 1.
 
@@ -77,7 +88,13 @@ def check_exercise_1(fn) -> str:
     graph must hold a custom gradient of the learner's own (not only one of gradlab's ops).
 
     A second case with other inputs refuses an answer that hard-codes the first case's numbers.
+    With ``seed`` (the instructor edition's held-out cases) it tries inputs drawn from it instead:
+    one x below -100 and one above 100 (where the naive formula overflows), others in [-6, 6].
     """
+    if seed is not None:
+        rng, size = _held_out(seed, (5, 9))
+        x = np.concatenate([[-rng.uniform(100.0, 250.0), rng.uniform(100.0, 250.0)], rng.uniform(-6.0, 6.0, size - 2)])
+        return _check_exercise_1_case(fn, tf.constant(rng.permutation(x).round(2), tf.float32), _upstream(rng, size))
     shown = _check_exercise_1_case(fn,
                                    tf.constant([-200.0, -5.0, 0.0, 5.0, 200.0]), tf.constant([2.0, -1.0, 0.5, 3.0, -2.0]))
     _check_exercise_1_case(fn,
@@ -129,14 +146,19 @@ def _check_exercise_2_case(fn, x, w, dy) -> str:
 
 
 @self_check
-def check_exercise_2(fn) -> str:
+def check_exercise_2(fn, *, seed: int | None = None) -> str:
     """Checks a custom-gradient product ``x * w``: d/dx = dy * w and d/dw = dy * x, for a ``dy`` that is not 1.
 
     Plain ``x * w`` gives the same numbers by autodiff, so the traced graph must hold a custom
     gradient of the learner's own.
 
     A second case with other inputs refuses an answer that hard-codes the first case's numbers.
+    With ``seed`` (the instructor edition's held-out cases) it tries x, w and dy drawn from it instead.
     """
+    if seed is not None:
+        rng, size = _held_out(seed, (3, 8))
+        x, w = (tf.constant(rng.uniform(-4.0, 4.0, size).round(2), tf.float32) for _ in range(2))
+        return _check_exercise_2_case(fn, x, w, _upstream(rng, size))
     shown = _check_exercise_2_case(fn,
                                    tf.constant([1.0, -2.0, 3.0]), tf.constant([0.5, 4.0, -1.0]), tf.constant([2.0, -1.0, 10.0]))
     _check_exercise_2_case(fn,

@@ -46,7 +46,7 @@ def _check_ramp(callback_class, epochs: int, batches: int) -> list[float]:
         hint = f"\nThe callback saw {len(seen)} steps, not {steps}: did fit run with your callback?"
     elif np.allclose(seen, seen[0]):
         hint = "\nThe factor never changed: assign reversal.factor in on_train_batch_begin."
-    elif np.allclose(seen[batches:], seen[:batches]):
+    elif all(np.allclose(seen[e * batches:(e + 1) * batches], seen[:batches]) for e in range(1, epochs)):
         hint = ("\nIt starts again at the second epoch: fit's `batch` argument counts the batches of\n"
                 "the current epoch. Where can the callback get a step number that keeps counting across epochs?")
     elif np.allclose(seen[1:], expected[:-1]):
@@ -63,10 +63,17 @@ def _check_ramp(callback_class, epochs: int, batches: int) -> list[float]:
 
 
 @self_check
-def check_exercise_1(callback_class) -> str:
+def check_exercise_1(callback_class, *, seed: int | None = None) -> str:
     """Checks a Keras callback ``RampFactor(reversal, total_steps)`` that sets ``reversal.factor`` to
     the paper's ramp ``reversal_factor(step / total_steps)`` before every step, across epochs
-    (2 epochs of 3 batches, then 2 of 4)."""
+    (2 epochs of 3 batches, then 2 of 4). With ``seed`` (the instructor edition's held-out cases) it
+    trains 2 or 3 epochs of 2 to 6 batches drawn from it instead (not 6 or 8 steps, the public ones)."""
+    if seed is not None:
+        rng = np.random.default_rng(seed)
+        shapes = [(e, b) for e in (2, 3) for b in range(2, 7) if e * b not in (6, 8)]
+        epochs, batches = shapes[int(rng.integers(len(shapes)))]
+        _check_ramp(callback_class, epochs, batches)
+        return f"Over {epochs} epochs of {batches} batches the factor followed the paper's ramp before each step."
     seen = _check_ramp(callback_class, EPOCHS, BATCHES)
     _check_ramp(callback_class, OTHER_EPOCHS, OTHER_BATCHES)
     return (f"Over {EPOCHS} epochs of {BATCHES} batches the factor before each step was\n"
@@ -78,23 +85,25 @@ def _first(values) -> str:
     return str(np.round(np.asarray(values, np.float64).reshape(-1)[:3], 4) + 0.0)
 
 
-def _check_traced(domain_logits, reversal, domain_head, gradients) -> None:
-    """In a ``tf.function`` traced once, on other features: a change of ``reversal.factor`` between two
-    calls must change the features' gradient, without tracing again (as in a training step)."""
-    features = tf.constant(np.random.default_rng(1).normal(size=(4, 3)), tf.float32)
+def _check_traced(domain_logits, reversal, domain_head, gradients, factors, seed: int) -> None:
+    """In a ``tf.function`` traced once, on other features (drawn from ``seed``): a change of
+    ``reversal.factor`` between two calls (``factors``) must change the features' gradient, without
+    tracing again (as in a training step)."""
+    features = tf.constant(np.random.default_rng(seed).normal(size=(4, 3)), tf.float32)
     _, (plain, *_) = gradients(domain_head, features)
     step = tf.function(lambda f: gradients(lambda t: domain_logits(t, reversal, domain_head), f)[1][0])
-    for factor in (0.5, 1.5):
+    for factor in factors:
         reversal.factor = factor
         with running(f"inside a tf.function, with reversal.factor {factor}, domain_logits"):
             got = step(features)
         if got is None or not np.allclose(got, -factor * plain.numpy(), atol=1e-7):
-            frozen = got is not None and np.allclose(got, -0.5 * plain.numpy(), atol=1e-7)
+            frozen = got is not None and np.allclose(got, -factors[0] * plain.numpy(), atol=1e-7)
             raise NotYet(f"inside a tf.function, after reversal.factor changed to {factor}, the features receive\n"
                          f"{_first(got) if got is not None else None} (first entries);\nexpected -{factor} times "
                          f"the plain gradient, {_first(-factor * plain.numpy())}." + (
                              "\nThe factor was read once, as a Python number, while tracing (notebook 11, §3.1):\n"
-                             "use what the layer reads at every call, not reversal.factor." if frozen else ""))
+                             "call the layer, reversal(features), which reads its factor at every call, rather than\n"
+                             "passing reversal.factor." if frozen else ""))
     if step.experimental_get_tracing_count() > 1:
         raise NotYet(f"the gradient follows reversal.factor, but your function was traced "
                      f"{step.experimental_get_tracing_count()} times inside one tf.function: the layer's "
@@ -102,20 +111,24 @@ def _check_traced(domain_logits, reversal, domain_head, gradients) -> None:
 
 
 @self_check
-def check_exercise_2(domain_logits) -> str:
+def check_exercise_2(domain_logits, *, seed: int | None = None) -> str:
     """Checks ``domain_logits(features, reversal, domain_head)``: the domain head's logits, with the
     reversal between the features and the head (the head learns, the features get -factor times).
 
     It runs with the layer's factor at 0.5, then at 1.5: a reversal written by hand with a fixed
     factor, instead of the ``reversal`` layer passed in (whose factor the ramp changes), is refused.
     Then inside one ``tf.function``, on other features, the factor changes between two calls: a
-    reversal that reads ``reversal.factor`` (a Python float, frozen at trace time) is refused.
+    reversal that reads ``reversal.factor`` (a Python float, frozen at trace time) is refused. With
+    ``seed`` (the instructor edition's held-out cases) the features, the head's weights and the two
+    factors are drawn from it instead.
     """
-    keras.utils.set_random_seed(0)
-    features = tf.constant(np.random.default_rng(0).normal(size=(4, 3)), tf.float32)
+    rng = np.random.default_rng(seed)
+    factors = (0.5, 1.5) if seed is None else (float(rng.integers(1, 4)) / 4, float(rng.integers(5, 9)) / 4)
+    keras.utils.set_random_seed(0 if seed is None else seed)
+    features = tf.constant(np.random.default_rng(0 if seed is None else seed).normal(size=(4, 3)), tf.float32)
     domains = tf.constant([[0.0], [0.0], [1.0], [1.0]])
     domain_head = keras.layers.Dense(1)
-    reversal = gradlab.layers.GradientReversal(0.5)
+    reversal = gradlab.layers.GradientReversal(factors[0])
     bce = keras.losses.BinaryCrossentropy(from_logits=True)
 
     def gradients(logits_of, features=features):
@@ -126,9 +139,9 @@ def check_exercise_2(domain_logits) -> str:
         return logits, tape.gradient(loss, [features, *domain_head.trainable_weights])
 
     plain_logits, (g_plain, *head_plain) = gradients(domain_head)
-    for factor in (0.5, 1.5):
+    for factor in factors:
         reversal.factor = factor
-        setting = "" if factor == 0.5 else f"with reversal.factor set to {factor}, "
+        setting = "" if factor == factors[0] else f"with reversal.factor set to {factor}, "
         with running(f"{setting}domain_logits"):
             logits, (g_features, *head) = gradients(lambda f: domain_logits(f, reversal, domain_head))
             logits = np.asarray(logits)
@@ -150,14 +163,15 @@ def check_exercise_2(domain_logits) -> str:
             ratio = float(np.sum(np.asarray(g_features) * g_plain.numpy()) / np.sum(g_plain.numpy() ** 2))
             if np.allclose(g_features, g_plain.numpy()):
                 hint = "\nThey get the plain gradient: the encoder would help the domain head."
-            elif setting and np.allclose(g_features, -0.5 * g_plain.numpy(), atol=1e-7):
-                hint = ("\nThey get -0.5 times, as with factor 0.5: use the reversal layer passed in, whose "
-                        "factor the\nramp changes during training, not a reversal of your own.")
+            elif setting and np.allclose(g_features, -factors[0] * g_plain.numpy(), atol=1e-7):
+                hint = (f"\nThey get -{factors[0]} times, as with factor {factors[0]}: call the reversal layer passed "
+                        "in, reversal(features),\nwhose factor the ramp changes during training, not a reversal of "
+                        "your own.")
             else:
                 hint = f"\nThey get {ratio:.2f} times the plain gradient."
             raise NotYet(f"{setting}the features receive {np.asarray(g_features)[0]} (first row);\nthey should "
                          f"receive -{factor} times the plain gradient, {-factor * g_plain.numpy()[0]}.{hint}")
-    _check_traced(domain_logits, reversal, domain_head, gradients)
+    _check_traced(domain_logits, reversal, domain_head, gradients, factors, 1 if seed is None else seed + 1)
     return (f"The domain head gets its plain gradient (it learns to tell the domains apart),\n"
-            f"and the features get it times -factor (0.5, then 1.5): {np.asarray(g_features)[0]} against\n"
+            f"and the features get it times -factor ({factors[0]}, then {factors[1]}): {np.asarray(g_features)[0]} against\n"
             f"{g_plain.numpy()[0]} (first row), so the encoder learns to hide the domain.")

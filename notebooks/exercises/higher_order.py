@@ -8,9 +8,9 @@ import tensorflow as tf
 
 import gradlab
 
-from exercises._harness import NotYet, first_hint, first_line, running, self_check
+from exercises._harness import NotYet, first_hint, first_line, running, self_check, shown
 
-__all__ = ["check_exercise_1", "check_exercise_2"]
+__all__ = ["check_exercise_1", "check_exercise_2", "check_exercise_3"]
 
 
 def _second_derivative(fn, x: tf.Tensor) -> float:
@@ -41,6 +41,10 @@ def check_exercise_1(on_input, on_output) -> str:
     multiplies the constant starting gradient once (3 · 2 = 6). A "Not yet" says which prediction
     is off and what it amounts to (f'' alone, the first derivative, the factor once or twice), and
     never states either answer.
+
+    No held-out cases (no ``seed``): the answer is a prediction of two numbers for the two expressions
+    the exercise states, so there is no other input to try it on; the instructor edition grades it by
+    this check alone.
     """
     if on_input is None or on_output is None:
         raise NotYet("replace both None with your predictions (numbers).")
@@ -179,7 +183,7 @@ def _check_exercise_2_case(jvp_by_transposing, x, u, first: dict) -> dict:
 
 
 @self_check
-def check_exercise_2(jvp_by_transposing) -> str:
+def check_exercise_2(jvp_by_transposing, *, seed: int | None = None) -> str:
     """Checks ``jvp_by_transposing(fn, x, u)`` against the transpose of reverse mode on five functions.
 
     The right answer differentiates the VJP ``J^T w`` with respect to a watched ``w = 1`` (with
@@ -188,11 +192,15 @@ def check_exercise_2(jvp_by_transposing) -> str:
     rule that is not linear in ``dy`` (section 8's ``clip_by_norm``), whose transpose is its
     derivative at ``w = 1``, refuses answers that reach ``J u`` without transposing (a Jacobian).
     A second case, at another x with another u, refuses an answer that returns the first case's numbers.
+    With ``seed`` (the instructor edition's held-out cases) it tries one x and u drawn from it instead.
     """
     x = tf.constant([0.3, -0.6, 1.2])
     u = tf.constant([1.0, 2.0, 3.0])
-    first = _check_exercise_2_case(jvp_by_transposing, x, u, {})
-    rng = np.random.default_rng(15)                                    # copied numbers fail here
+    if seed is None:
+        first = _check_exercise_2_case(jvp_by_transposing, x, u, {})
+        rng = np.random.default_rng(15)                                    # copied numbers fail here
+    else:
+        first, rng = {}, np.random.default_rng(seed)
     _check_exercise_2_case(jvp_by_transposing, tf.constant(np.round(rng.uniform(-1.5, 1.5, 3), 2), tf.float32),
                            tf.constant(np.round(rng.uniform(-3.0, 3.0, 3), 1), tf.float32), first)
     source_rule = _detached(lambda dy: tf.maximum(0.0, 1.0 - tf.abs(x)))    # answer 6: ignores dy
@@ -203,3 +211,116 @@ def check_exercise_2(jvp_by_transposing) -> str:
     return ("Transposing the VJP by hand gives a JVP that respects every linear rule, including\n"
             "scale_gradient, which tf.autodiff.ForwardAccumulator ignores (section 7).\n"
             f"The source's non_differentiable rule (ignores dy), transposed: {transposed}")
+
+
+# --- exercise 3: diagnose three broken functions -----------------------------------------------------
+
+#: The public case: inputs with 0, a tiny positive number, negatives and a tie of the rounding
+#: (x * 4 = 2.5), and an upstream gradient that is not 1.
+_X3 = (-2.0, -0.5, 0.0, 1e-6, 0.3, 0.625, 1.7)
+_DY3 = (0.5, -1.0, 2.0, 1.5, -0.25, 0.75, 1.25)
+
+
+def _broken_quantized(x):
+    return tf.round(x * 4.0) / 4.0
+
+
+def _broken_smooth_abs(x):
+    return tf.constant(np.sqrt(x.numpy() ** 2 + 1.0))
+
+
+def _broken_log_or_zero(x):
+    return tf.where(x > 0.0, tf.math.log(x), 0.0)
+
+
+def _held_out_3(seed: int):
+    """Other inputs and upstream gradients drawn from ``seed``, again with 0 and a tiny positive number."""
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(6, 10))
+    x = np.round(rng.uniform(-3.0, 3.0, size), 3)
+    x[:2] = (0.0, 10.0 ** -rng.uniform(5.0, 7.0))
+    rng.shuffle(x)
+    dy = np.round(rng.uniform(0.25, 2.0, size) * rng.choice([-1.0, 1.0], size), 2)
+    return tuple(x.tolist()), tuple(dy.tolist())
+
+
+def _value_and_gradient(fn, name: str, x: tf.Tensor, dy: tf.Tensor):
+    with running(f"{name}(x)"):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x)
+            y = None if y is None else tf.convert_to_tensor(y, tf.float32)
+    if y is None or y.shape != x.shape:
+        raise NotYet(f"{name}(x) must return a tensor of x's shape {x.shape}; got {None if y is None else y.shape}.")
+    with running(f"the gradient of {name}(x)"):
+        gradient = tape.gradient(y, x, output_gradients=dy)
+    return y.numpy(), None if gradient is None else tf.convert_to_tensor(gradient).numpy()
+
+
+def _ask(name: str, x: np.ndarray) -> str:
+    values = [float(f"{v:.7g}") + 0.0 for v in x]
+    return f"What does gradlab.explain_gradient({name}, x) say, with x = tf.constant({values})?"
+
+
+def _check_one(name: str, fn, want_value: np.ndarray, want_gradient: np.ndarray, x: np.ndarray, dy: np.ndarray,
+               mistakes) -> None:
+    """One function of exercise 3: its value where it is defined, a gradient that is there, finite and right."""
+    value, gradient = _value_and_gradient(fn, name, tf.constant(x, tf.float32), tf.constant(dy, tf.float32))
+    changed = ~np.isclose(value, want_value, rtol=1e-5, atol=1e-7)
+    if changed.any():
+        i = int(np.argmax(changed))
+        raise NotYet(f"{name} changed its value: at x = {x[i]:.7g} it returns {value[i]:.7g}, the original "
+                     f"{want_value[i]:.7g}.\nKeep the forward value; change only what the backward pass gets.")
+    if gradient is None:
+        raise NotYet(f"no gradient reaches x through {name} (tape.gradient returns None). {_ask(name, x)}")
+    if not np.all(np.isfinite(gradient)):
+        i = int(np.argmax(~np.isfinite(gradient)))
+        raise NotYet(f"{name}'s gradient holds {gradient[i]} at x = {x[i]:.7g} (where the original's value is "
+                     f"{want_value[i]:.7g}). {_ask(name, x)}")
+    if np.allclose(gradient, want_gradient, rtol=1e-5, atol=1e-6):
+        return
+    wrong = ~np.isclose(gradient, want_gradient, rtol=1e-5, atol=1e-6)
+    i = int(np.argmax(wrong))
+    hint = first_hint(*[(shows(gradient, x, dy), text) for shows, text in mistakes],
+                      otherwise="Compare with the gradient asked for in the exercise.")
+    raise NotYet(f"{name}: with upstream dy = {shown(dy)},\nx receives {shown(gradient)};\nexpected   "
+                 f"{shown(want_gradient)} (first difference at x = {x[i]:.7g}).\n{hint}")
+
+
+@self_check
+def check_exercise_3(quantized, smooth_abs, log_or_zero, *, seed: int | None = None) -> str:
+    """Checks the three repaired functions: each keeps its value, and its gradient is there, finite and right.
+
+    ``quantized`` still rounds to quarters and passes the upstream gradient straight through (the
+    identity's gradient: a straight-through estimator); ``smooth_abs`` is sqrt(x**2 + 1) with its
+    gradient x / sqrt(x**2 + 1); ``log_or_zero`` is log(x) for x > 0 and 0 elsewhere, with the
+    gradient 1 / x for x > 0 and 0 elsewhere, never nan. The inputs hold 0 (where the naive
+    tf.where gives nan), a tiny positive number (an epsilon added to x moves its value) and a tie
+    of the rounding; the upstream gradient is not 1, so a rule that ignores it is
+    caught. With ``seed`` (the instructor edition's held-out cases) it tries inputs drawn from it.
+    """
+    xs, dys = (_X3, _DY3) if seed is None else _held_out_3(seed)
+    x, dy = np.asarray(xs, np.float32), np.asarray(dys, np.float32)
+    positive = x > 0
+    safe = np.where(positive, x, 1.0)
+    _check_one("quantized", quantized, np.round(x * 4.0) / 4.0, dy, x, dy, [
+        (lambda g, x, dy: np.allclose(g, np.where(np.abs(x) <= 1.0, dy, 0.0)),
+         "x receives 0 where |x| > 1: that is the saturating estimator (the hard tanh); this one passes dy everywhere."),
+        (lambda g, x, dy: np.allclose(g, 4.0 * dy), "x receives 4 dy: the backward function should have slope 1."),
+        (lambda g, x, dy: np.allclose(g, np.ones_like(dy)), "x receives 1 whatever dy is: multiply by dy."),
+        (lambda g, x, dy: not g.any(), "x receives zeros: the gradient must come from a backward function of x."),
+    ])
+    _check_one("smooth_abs", smooth_abs, np.sqrt(x.astype(np.float64) ** 2 + 1.0), dy * x / np.sqrt(x ** 2 + 1.0),
+               x, dy, [
+        (lambda g, x, dy: np.allclose(g, x / np.sqrt(x ** 2 + 1.0)), "x receives the derivative whatever dy is: "
+         "multiply by dy."),
+        (lambda g, x, dy: np.allclose(g, dy * 2.0 * x), "x receives 2x dy: that is the derivative of x**2 + 1 only; "
+         "the square root's own derivative is missing."),
+    ])
+    _check_one("log_or_zero", log_or_zero, np.where(positive, np.log(safe), 0.0), np.where(positive, dy / safe, 0.0),
+               x, dy, [
+        (lambda g, x, dy: np.allclose(g, np.where(x > 0, 1.0 / np.where(x > 0, x, 1.0), 0.0)),
+         "x receives the derivative whatever dy is: multiply by dy."),
+    ])
+    return ("quantized keeps its quarters and passes dy straight through, smooth_abs has\n"
+            "the gradient of sqrt(x**2 + 1), and log_or_zero sends back no nan, also at x = 0.")

@@ -58,8 +58,20 @@ def _check_exercise_1_case(fn, xs, dy) -> str:
     raise NotYet(f"{said}; expected {expected}.\n{hint}")
 
 
+def _held_out(seed: int, scale: float, inside: float) -> tuple[tf.Tensor, tf.Tensor]:
+    """The held-out cases (the instructor edition's ``seed``): 6 to 9 inputs in [-scale, scale], both signs,
+    and upstream gradients, half of them (at least one) within [-inside, inside], drawn from ``seed``."""
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(6, 10))
+    x = np.concatenate([[-rng.uniform(0.1, scale), rng.uniform(0.1, scale)], rng.uniform(-scale, scale, size - 2)])
+    small = size // 2
+    dy = np.concatenate([rng.uniform(-inside, inside, small),
+                         rng.choice([-1.0, 1.0], size - small) * rng.uniform(max(2 * inside, 0.5), 4.0, size - small)])
+    return tf.constant(rng.permutation(x).round(2), tf.float32), tf.constant(rng.permutation(dy).round(2), tf.float32)
+
+
 @self_check
-def check_exercise_1(fn) -> str:
+def check_exercise_1(fn, *, seed: int | None = None) -> str:
     """Checks fn(x) inside a tf.function: the value of relu(x), and the gradient of leaky ReLU(0.1).
 
     ``tf.gradients`` runs with an upstream gradient other than ones, so a gradient function that
@@ -68,7 +80,11 @@ def check_exercise_1(fn) -> str:
     that reaches the same numbers is refused.
 
     A second case with other inputs refuses an answer that hard-codes the first case's numbers.
+    With ``seed`` (the instructor edition's held-out cases) it tries inputs and upstream gradients
+    drawn from it instead.
     """
+    if seed is not None:
+        return _check_exercise_1_case(fn, *_held_out(seed, 3.0, 1.0))
     shown = _check_exercise_1_case(fn,
                                    tf.constant([-2.0, -0.5, 0.5, 2.0]), tf.constant([2.0, -3.0, 0.5, 4.0]))
     _check_exercise_1_case(fn,
@@ -115,7 +131,7 @@ def _check_exercise_2_case(fn, x, dy) -> str:
 
 
 @self_check
-def check_exercise_2(fn) -> str:
+def check_exercise_2(fn, *, seed: int | None = None) -> str:
     """Checks that fn(x) is an identity whose gradient is clip_by_value(dy, -0.1, 0.1), eagerly.
 
     The exercise ports the legacy map to TF 2, so an answer that still overrides an op's gradient
@@ -123,7 +139,11 @@ def check_exercise_2(fn) -> str:
     by the overrides in its traced graph.
 
     A second case with other inputs refuses an answer that hard-codes the first case's numbers.
+    With ``seed`` (the instructor edition's held-out cases) it tries inputs and upstream gradients
+    drawn from it instead, half of them inside the clip's bounds.
     """
+    if seed is not None:
+        return _check_exercise_2_case(fn, *_held_out(seed, 4.0, 0.09))
     shown = _check_exercise_2_case(fn,
                                    tf.constant([3.0, -1.0, 0.5, 2.0]), tf.constant([1.0, -0.05, -4.0, 0.07]))
     _check_exercise_2_case(fn,

@@ -11,13 +11,24 @@ from exercises._harness import NotYet, first_hint, running, self_check
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
-# Global norm 13 (halved by max_norm 6.5), global norm 1.3 (left alone by max_norm 2), then global
-# norm 6.5 (divided by 5 by max_norm 1.3): no max_norm written into the answer passes all three.
+# Global norm 13 (halved by max_norm 6.5), global norm 26 (divided by 10 by max_norm 2.6: a max_norm
+# written into the answer fails here, and 6.5 is named), then global norm 1.3 (left alone by max_norm 2).
 _CASES = (
     ([[3.0, 4.0], [[0.0, 12.0]]], 6.5),
+    ([[6.0, 8.0], [[0.0, 24.0]]], 2.6),
     ([[0.3, 0.4], [[0.0, 1.2]]], 2.0),
-    ([[1.5, 2.0], [[0.0, 6.0]]], 1.3),
 )
+
+
+def _held_out_cases(seed: int) -> tuple:
+    """Three cases as the public ones (clipped, clipped with another max_norm, left alone), drawn from ``seed``."""
+    rng = np.random.default_rng(seed)
+    cases = []
+    for low, high in ((0.3, 0.7), (0.1, 0.25), (1.3, 3.0)):
+        values = [np.round(rng.uniform(-3.0, 3.0, 2), 2).tolist(), np.round(rng.uniform(-3.0, 3.0, (1, 2)), 2).tolist()]
+        norm = float(np.sqrt(sum(np.sum(np.square(v)) for v in values)))
+        cases.append((values, max(round(norm * float(rng.uniform(low, high)), 2), 0.01)))   # never 0
+    return tuple(cases)
 #: The name scopes of tf.clip_by_global_norm and tf.linalg.global_norm (tf.global_norm) in a graph.
 _LIBRARY_SCOPE = re.compile(r"(?:^|/)(clip_by_global_norm|global_norm)(?:_\d+)?/")
 
@@ -56,8 +67,9 @@ def _shown(tensors) -> str:
     return str([np.round(t.numpy().astype(np.float64), 4).tolist() for t in tensors])
 
 
-def _hint(result, grads, max_norm) -> str:
-    """Names the typical mistake behind a wrong result (never the code of the answer)."""
+def _hint(result, grads, max_norm, tried=()) -> str:
+    """Names the typical mistake behind a wrong result (never the code of the answer); ``tried`` holds
+    max_norm values an answer may have written in (the public cases' and this run's earlier ones)."""
     squares = sum(float(tf.reduce_sum(g * g)) for g in grads)
     norm = squares ** 0.5
     if _close(result, [tf.clip_by_norm(g, max_norm) for g in grads]):
@@ -73,6 +85,10 @@ def _hint(result, grads, max_norm) -> str:
         return "multiply every tensor by the same factor min(1, max_norm / global norm)."
     factor, expected = float(ratios[0]), min(1.0, max_norm / norm)
     said = f"you multiplied every tensor by {factor:.4f}; the factor is min(1, {max_norm} / {norm:.1f}) = {expected:.4f}"
+    written = [m for m in tried if m != max_norm and m < norm and np.isclose(factor, m / norm)]
+    if written:
+        return (f"{said}:\nthat is the factor for max_norm {written[0]}, not this case's {max_norm}. Is "
+                f"{written[0]} written into your\nfunction? Use the max_norm it is given.")
     if np.isclose(factor, 1.0):
         return f"{said}:\nthe global norm {norm:.1f} is above max_norm, so the gradients must shrink."
     if np.isclose(factor, max_norm / norm):
@@ -90,16 +106,19 @@ def _hint(result, grads, max_norm) -> str:
 
 
 @self_check
-def check_exercise_1(fn) -> str:
+def check_exercise_1(fn, *, seed: int | None = None) -> str:
     """Checks ``fn(grads, max_norm)``, global-norm clipping written by hand, above and below ``max_norm``.
 
     The right answer multiplies every gradient by one factor, ``min(1, max_norm / global_norm)``
     with ``global_norm = sqrt(sum of the squares of all elements of all tensors)``, computed without
     ``tf.clip_by_global_norm`` or ``tf.linalg.global_norm`` (the exercise asks for it by hand; a
     traced graph shows their name scopes). Per-variable clipping, a missing ``min``, a missing
-    square root and a sum of per-tensor norms are recognised and explained.
+    square root, a sum of per-tensor norms and a max_norm written into the answer are recognised and
+    explained. With ``seed`` (the instructor edition's held-out cases) it tries gradients and max_norm
+    values drawn from it instead.
     """
-    for values, max_norm in _CASES:
+    cases = _CASES if seed is None else _held_out_cases(seed)
+    for number, (values, max_norm) in enumerate(cases):
         grads = [tf.constant(v) for v in values]
         with running(f"your function on gradients {values}, max_norm {max_norm}"):
             result = fn(list(grads), max_norm)
@@ -115,12 +134,14 @@ def check_exercise_1(fn) -> str:
         norm = float(tf.linalg.global_norm(grads))
         raise NotYet(f"for gradients {values} (global norm {norm:.1f}) and max_norm {max_norm} you return\n"
                      f"{_shown(result)}, expected {_shown(expected)}.\n"
-                     f"Hint: {_hint(result, grads, max_norm)}")
-    used = _library_calls(fn, [tf.constant(v) for v in _CASES[0][0]], _CASES[0][1])
+                     f"Hint: {_hint(result, grads, max_norm, [m for _, m in (*_CASES, *cases[:number])])}")
+    used = _library_calls(fn, [tf.constant(v) for v in cases[0][0]], cases[0][1])
     if used:
         raise NotYet(f"the numbers are right, but your function calls {' and '.join(sorted(used))}.\n"
                      "The exercise asks you to compute the global norm and the factor yourself, from the\n"
                      "squares of the gradients' elements.")
+    if seed is not None:
+        return "One factor min(1, max_norm / global norm) for every tensor, for every case tried."
     return ("One factor min(1, max_norm / global norm) for every tensor: gradients with global\n"
             "norm 13 were halved by max_norm 6.5, those with global norm 1.3 left alone by max_norm 2.")
 
@@ -132,9 +153,9 @@ def _probe_variables(inputs: int, out_units: int) -> list:
     return keras.Model(x, keras.layers.Dense(out_units, name="out")(hidden)).trainable_variables
 
 
-def _one_probe(transform, variables, setting: str) -> None:
-    """Runs ``transform`` on gradients 1, 2, 3, 4 times ones; ``setting`` opens a message ("" for the first)."""
-    grads = [tf.ones_like(v) * (i + 1) for i, v in enumerate(variables)]
+def _one_probe(transform, variables, setting: str, scales=(1.0, 2.0, 3.0, 4.0)) -> None:
+    """Runs ``transform`` on gradients ``scales`` (1, 2, 3, 4) times ones; ``setting`` opens a message ("" for the first)."""
+    grads = [tf.ones_like(v) * scale for scale, v in zip(scales, variables)]
     with running(f"{setting}your transform"):
         result = transform(list(grads), list(variables))
         result = None if result is None else _as_tensors(result)
@@ -166,15 +187,23 @@ def _one_probe(transform, variables, setting: str) -> None:
 
 
 @self_check
-def check_exercise_2(transform) -> str:
+def check_exercise_2(transform, *, seed: int | None = None) -> str:
     """Checks that ``transform(grads, variables)`` multiplies the 'hidden' layer's gradients by 0.1 only.
 
     The gradients are ``1, 2, 3, 4`` times ones for ``hidden/kernel``, ``hidden/bias``,
     ``out/kernel`` and ``out/bias``; the answer must return ``0.1`` times the first two and the
     last two unchanged, as a list with one gradient per variable. A second model has the layers'
     variables in the other order and of equal shapes, so only an answer that reads
-    ``variable.path`` passes (not one that goes by position or by shape).
+    ``variable.path`` passes (not one that goes by position or by shape). With ``seed`` (the
+    instructor edition's held-out cases) it tries one model of other sizes instead, its variables in
+    an order and with gradients drawn from it.
     """
+    if seed is not None:
+        rng = np.random.default_rng(seed)
+        variables = _probe_variables(int(rng.integers(5, 9)), int(rng.integers(2, 7)))
+        _one_probe(transform, [variables[i] for i in rng.permutation(4)], "",
+                   np.round(rng.uniform(0.5, 4.0, 4), 2).tolist())
+        return "hidden/kernel and hidden/bias get 0.1 of their gradient, out/kernel and out/bias all of it."
     _one_probe(transform, _probe_variables(3, 1), "")
     _one_probe(transform, _probe_variables(4, 4)[::-1],
                "with the variables in another order (out/ first) and both kernels 4 x 4,\n")

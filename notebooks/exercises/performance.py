@@ -66,14 +66,24 @@ def _summaries(log, technique) -> list:
     ]
 
 
+#: The techniques a held-out log may name.
+_TECHNIQUES = ("scale", "clip", "surrogate", "straight_through", "guided", "custom")
+
+
 @self_check
-def check_exercise_1(fair_ratio) -> str:
+def check_exercise_1(fair_ratio, *, seed: int | None = None) -> str:
     """Checks fair_ratio(log, technique) on two made-up logs against the rules of section 3.
 
     The second log names its technique "clip", so an answer must use its ``technique`` argument.
+    With ``seed`` (the instructor edition's held-out cases) it tries two other logs drawn from it,
+    of two techniques drawn from it.
     """
-    for seed, technique in ((1, "scale"), (2, "clip")):
-        log = _made_up_log(seed, technique)
+    logs = ((1, "scale"), (2, "clip"))
+    if seed is not None:
+        logs = tuple(((seed, k), str(name)) for k, name in enumerate(np.random.default_rng(seed).choice(
+            _TECHNIQUES, 2, replace=False)))
+    for draw, technique in logs:
+        log = _made_up_log(draw, technique)
         expected = _fair_ratio_reference(log, technique)
         with running(f'fair_ratio(log, "{technique}")',
                      hint=f'\n(This log\'s technique is "{technique}": does your function use its technique argument?)'
@@ -155,14 +165,25 @@ def _check_exercise_2_case(compiled, x, dy, other: str) -> None:
                      f"upstream\ndy = {want[:4]}... x receives {got[:4]}... (expected dL/dx = dL/dy).{hint}")
 
 
+def _held_out_points(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The held-out cases (the instructor edition's ``seed``): 34 to 40 points, four of them halves of a quarter
+    (two that round down to even, where ``floor(4x + 0.5)`` rounds up), and an upstream gradient, drawn from ``seed``."""
+    rng = np.random.default_rng(seed)
+    halves = (np.concatenate([rng.choice(np.arange(-10, 10, 2), 2, replace=False),
+                              rng.choice(np.arange(-9, 10, 2), 2, replace=False)]) + 0.5) / 4
+    points = rng.permutation(np.concatenate([rng.uniform(-2.5, 2.5, int(rng.integers(30, 37))), halves]))
+    return points.astype(np.float32), np.round(rng.uniform(-3.0, 3.0, points.size), 1).astype(np.float32)
+
+
 @self_check
-def check_exercise_2(quantize) -> str:
+def check_exercise_2(quantize, *, seed: int | None = None) -> str:
     """Checks that quantize(x) compiles with XLA, rounds to quarters bitwise and passes dy straight through.
 
     XLA compiling the step is the evidence that no Python runs in it. The points include halves of
     a quarter, which round to even (``tf.round``; ``floor(4x + 0.5)`` rounds them up). A second
     case, other (seeded) points and upstream gradients, refuses an answer that returns the first
-    case's numbers.
+    case's numbers. With ``seed`` (the instructor edition's held-out cases) it tries points (halves of
+    a quarter among them) and upstream gradients drawn from it instead.
     """
     def value_and_gradient(t, dy):
         with tf.GradientTape() as tape:
@@ -171,6 +192,11 @@ def check_exercise_2(quantize) -> str:
         return y, tape.gradient(y, t, output_gradients=dy)
 
     compiled = tf.function(value_and_gradient, jit_compile=True, autograph=False)
+    if seed is not None:
+        points, upstream = _held_out_points(seed)
+        _check_exercise_2_case(compiled, tf.constant(points), tf.constant(upstream), "")
+        return ("It compiles with XLA, rounds to quarters bitwise, and passes the gradient straight\n"
+                "through. No Python in the step any more, so XLA can fuse it with its neighbours.")
     x = tf.constant(np.concatenate([np.linspace(-2.0, 2.0, 37, dtype=np.float32) + np.float32(0.01), _HALVES]))
     _check_exercise_2_case(compiled, x, tf.constant(np.arange(1, x.shape[0] + 1, dtype=np.float32)), "")
     rng = np.random.default_rng(4)                                         # copied numbers fail here

@@ -47,18 +47,27 @@ def _close(got, want) -> bool:
                for g, v in zip(got, want))
 
 
+def _held_out_accumulation(seed: int) -> tuple[tuple[int, int, int, int], ...]:
+    """The held-out case (the instructor edition's ``seed``): a problem, 2 to 5 micro-batches of 2 to 4
+    examples and 2 to 5 features, drawn from ``seed``."""
+    rng = np.random.default_rng(seed)
+    return ((int(rng.integers(2**31)), int(rng.integers(2, 6)), int(rng.integers(2, 5)), int(rng.integers(2, 6))),)
+
+
 @self_check
-def check_exercise_1(accumulated_gradients) -> str:
+def check_exercise_1(accumulated_gradients, *, seed: int | None = None) -> str:
     """Checks ``accumulated_gradients(loss_fn, variables, micro_batches)``: the full batch's gradient.
 
     The full batch's loss is the mean over its micro-batches (all the same size), so the answer must
     be the mean of the micro-batch gradients, computed one micro-batch at a time: ``loss_fn`` records
     the size of every batch it is called on, and an answer that concatenates the micro-batches is
     refused (it is the memory that accumulation saves). Two problems of different sizes refuse a
-    hard-coded answer.
+    hard-coded answer. With ``seed`` (the instructor edition's held-out cases) it tries a problem
+    of a size drawn from it instead.
     """
-    for seed, steps, size, features in ACCUMULATION_CASES:
-        loss_fn, variables, micro_batches, sizes, full, last = _accumulation_case(seed, steps, size, features)
+    cases = ACCUMULATION_CASES if seed is None else _held_out_accumulation(seed)
+    for problem, steps, size, features in cases:
+        loss_fn, variables, micro_batches, sizes, full, last = _accumulation_case(problem, steps, size, features)
         with running("accumulated_gradients(loss_fn, variables, micro_batches)"):
             got = accumulated_gradients(loss_fn, variables, micro_batches)
             got = [None if g is None else tf.convert_to_tensor(g).numpy() for g in got]
@@ -103,16 +112,27 @@ def _clipping_case(seed, examples, features, clip):
         "clipped by value": np.clip(per_example, -clip, clip).mean(axis=0)}, norms
 
 
+def _held_out_clipping(seed: int) -> tuple[tuple[int, int, int, float], ...]:
+    """The held-out case (the instructor edition's ``seed``): a problem of 4 to 8 examples and 2 to 5 features,
+    drawn from ``seed``, with the median of its per-example norms as the bound, so some are clipped and some not."""
+    rng = np.random.default_rng(seed)
+    problem, examples, features = int(rng.integers(2**31)), int(rng.integers(4, 9)), int(rng.integers(2, 6))
+    norms = _clipping_case(problem, examples, features, 1.0)[3]
+    return ((problem, examples, features, float(f"{np.median(norms):.3g}")),)
+
+
 @self_check
-def check_exercise_2(clipped_mean_gradient) -> str:
+def check_exercise_2(clipped_mean_gradient, *, seed: int | None = None) -> str:
     """Checks ``clipped_mean_gradient(losses_fn, w, clip)``: per-example gradients clipped to norm ``clip``, averaged.
 
     DP-SGD's rule: each example's gradient is clipped before the average; clipping the average, not
     clipping, summing, or clipping each entry are told apart. Two problems with different bounds
-    refuse a hard-coded answer.
+    refuse a hard-coded answer. With ``seed`` (the instructor edition's held-out cases) it tries a
+    problem and a bound drawn from it instead.
     """
-    for seed, examples, features, clip in CLIPPING_CASES:
-        losses_fn, w, want, norms = _clipping_case(seed, examples, features, clip)
+    cases = CLIPPING_CASES if seed is None else _held_out_clipping(seed)
+    for problem, examples, features, clip in cases:
+        losses_fn, w, want, norms = _clipping_case(problem, examples, features, clip)
         with running(f"clipped_mean_gradient(losses_fn, w, {clip})"):
             got = clipped_mean_gradient(losses_fn, w, clip)
             got = None if got is None else tf.convert_to_tensor(got).numpy()

@@ -11,8 +11,9 @@ __all__ = ["check_exercise_1", "check_exercise_2"]
 #: The smallest normal float32, 2**-126 (about 1.2e-38).
 TINY = np.finfo(np.float32).tiny
 #: Zero, negative and positive points; 0 is where a naive tf.where(x > 0, log(x), 0) fails. 1e-37, 2e-38
-#: and TINY (normal float32) refuse an epsilon or a clamp (log(x + eps), log(max(x, eps))): any eps
-#: whose 1/eps is finite moves log there, and a smaller one makes the gradient at 0 infinite.
+#: and TINY (normal float32) refuse an epsilon (log(x + eps)): any eps whose 1/eps is finite moves log
+#: there, and a smaller one makes the gradient at 0 infinite; and a clamp above TINY (log(max(x, eps))),
+#: which moves log at TINY. A clamp at TINY or below changes nothing TensorFlow computes (see _clamp_hint).
 POINTS = np.array([-2.0, -0.5, 0.0, 1e-37, 0.25, 1.0, 3.0, 2e-38, TINY], np.float32)
 #: An upstream gradient other than ones: a custom grad that forgets to multiply by dy shows.
 UPSTREAM = np.array([0.5, -2.0, 3.0, 1.0, 1.5, -0.25, 2.0, -1.0, 0.75], np.float32)
@@ -70,17 +71,27 @@ def _clamps(fn) -> list[float]:
     return found
 
 
-def _clamp_hint(fn) -> str:
-    """What a clamp in ``fn`` does wrong, or ""."""
-    clamps = [c for c in _clamps(fn) if c > 0]
-    if not clamps:
-        return ""
-    c = clamps[0]
-    flushed = (f"\nYour clamp {c:g} is below the smallest normal float32 ({TINY:.3g}): TensorFlow on CPU flushes\n"
-               "such a subnormal to zero, so max(x, c) is max(x, 0), and log's gradient at 0 is infinite."
-               if c < TINY else "")
-    return (f"{flushed}\nA clamp changes log x below it (max(x, c) gives log c for every smaller x): keep\n"
-            "log(x) exact, and give the unselected branch a safe input with a second tf.where.")
+def _clamp_hint(fn, symptom: str) -> str:
+    """What a clamp in ``fn`` did, told by what the check saw (``symptom``: "value", "gradient" or
+    "passed"), or "" when no clamp explains it.
+
+    A clamp ``c`` above the smallest normal float32 changes log x for x between it and ``c``, which
+    ``TINY`` shows. One at ``TINY`` or below changes no value: TensorFlow on CPU treats every float32
+    below ``TINY`` as 0 (a subnormal ``c`` is flushed to 0, so ``max(x, c)`` is ``max(x, 0)``, whose
+    log at 0 is -inf); it is accepted when the numbers are right, and named when the gradient is not.
+    """
+    clamps = [float(c) for c in _clamps(fn) if c > 0]
+    above = [c for c in clamps if np.float32(c) > TINY]
+    if above and symptom in ("value", "passed"):
+        c = max(above)
+        return (f"\nYour clamp {c:g} changes log x below it: at x = {TINY:.6g} (the smallest normal float32)\n"
+                f"log(max(x, c)) is {np.log(np.float32(c)):.6g}, where log x is {np.log(TINY):.6g}. Keep log(x) "
+                "exact, and give the\nunselected branch a safe input with a second tf.where.")
+    flushed = [c for c in clamps if np.float32(c) < TINY]
+    if flushed and symptom == "gradient":
+        return (f"\nYour clamp {flushed[0]:g} is below the smallest normal float32 ({TINY:.3g}): TensorFlow on CPU "
+                "flushes\nsuch a subnormal to zero, so max(x, c) is max(x, 0), and log's gradient at 0 is infinite.")
+    return ""
 
 
 @self_check
@@ -89,10 +100,11 @@ def check_exercise_1(safe_log, *, seed: int | None = None) -> str:
 
     Includes x = 1e-37, 2e-38 and the smallest normal float32, where an epsilon (``log(x + eps)``) or
     a clamp (``log(max(x, eps))``) shows in the value, and a second seeded case with subnormals (which
-    TensorFlow flushes to zero) and another upstream. A clamp found in the traced graph is named,
-    also when its numbers pass: the exercise asks for the double where or a custom gradient, which
-    keep log x exact for every positive x. With ``seed`` (the instructor edition's held-out cases) it
-    tries points and upstream gradients drawn from it instead.
+    TensorFlow flushes to zero) and another upstream. A clamp above the smallest normal float32 found
+    in the traced graph is named, also when its numbers pass (held-out points need not show it): the
+    exercise asks for the double where or a custom gradient, which keep log x exact for every
+    positive x. A clamp at or below it changes no value (see :func:`_clamp_hint`). With ``seed`` (the
+    instructor edition's held-out cases) it tries points and upstream gradients drawn from it instead.
     """
     cases = ((POINTS, UPSTREAM), _second_case()) if seed is None else (_held_out_points(seed),)
     for case, (points, upstream) in enumerate(cases):
@@ -112,7 +124,7 @@ def check_exercise_1(safe_log, *, seed: int | None = None) -> str:
                 i = _first_difference(points, y, value)
                 hint = ""
                 if 0 < points[i] < 1e-30:
-                    hint = _clamp_hint(safe_log) or (
+                    hint = _clamp_hint(safe_log, "value") or (
                         "\nAn epsilon or a clamp changes log near 0. Keep log(x) exact: give the unselected "
                         "branch\na safe input with a second tf.where (or write a custom gradient).")
                 elif points[i] <= 0 or not positive[i]:
@@ -126,7 +138,7 @@ def check_exercise_1(safe_log, *, seed: int | None = None) -> str:
             if not np.isfinite(g).all():
                 bad = ", ".join(f"{p:g}" for p in points[~np.isfinite(g)])
                 raise NotYet(f"{mode}, the gradient is NaN or infinite at x = {bad}." + (
-                    _clamp_hint(safe_log) or " The unselected branch still "
+                    _clamp_hint(safe_log, "gradient") or " The unselected branch still "
                     "sees x <= 0:\nwhat does the double where of section 2 give it instead?"))
             if not np.allclose(g, gradient, rtol=1e-6, atol=1e-7):
                 i = _first_difference(points, g, gradient)
@@ -135,7 +147,7 @@ def check_exercise_1(safe_log, *, seed: int | None = None) -> str:
                 if np.allclose(g, local, rtol=1e-6, atol=1e-7):
                     raise NotYet(f"{said} The gradient is still 1/x: does your grad multiply by dy?")
                 raise NotYet(said)
-    hint = _clamp_hint(safe_log)
+    hint = _clamp_hint(safe_log, "passed")
     if hint:
         raise NotYet(f"the numbers are right here, but your function clamps x.{hint}")
     return ("log(x) where x > 0, 0 elsewhere, and a finite gradient (1/x or 0) eagerly and under XLA.")
@@ -172,25 +184,28 @@ def _large_slices() -> tf.IndexedSlices:
 
 
 def _in_a_graph(one_row_per_id, example) -> tuple[list, tuple]:
-    """Runs ``one_row_per_id(example())`` as a graph; every intermediate tensor's shape, and the result.
+    """Runs ``one_row_per_id(example())`` in a ``tf.function``; every intermediate tensor's shape, and the result.
 
-    Raises ``NotYet`` for an answer that runs only eagerly (``.numpy()``, NumPy): a gradient is
-    transformed inside a graph (a ``tf.function``, Keras' ``fit``), where it cannot run.
+    The traced function returns, beside the result, every tensor its graph computes (the learner's
+    ops included), so their run-time shapes show. Raises ``NotYet`` for an answer that runs only
+    eagerly (``.numpy()``, NumPy): a gradient is transformed inside a graph (a ``tf.function``,
+    Keras' ``fit``), where it cannot run.
     """
-    graph = tf.Graph()
+    traced = []
+
+    def run():
+        result = one_row_per_id(example())
+        traced[:] = [t for op in tf.compat.v1.get_default_graph().get_operations() for t in op.outputs
+                     if t.dtype not in (tf.resource, tf.variant, tf.string)]
+        return list(traced), (result.values, result.indices, result.dense_shape)
+
     try:
-        with graph.as_default():
-            result = one_row_per_id(example())
-            parts = (result.values, result.indices, result.dense_shape)
-            tensors = [t for op in graph.get_operations() for t in op.outputs
-                       if t.dtype not in (tf.resource, tf.variant, tf.string)]
-        with tf.compat.v1.Session(graph=graph) as session:
-            values, merged = session.run((tensors, parts))
+        values, merged = tf.function(run, autograph=False)()
     except Exception as error:
         raise NotYet("the result is right, but your function cannot run in a graph (a tf.function, Keras' "
                      f"fit),\nwhere gradients are transformed: {first_line(error, limit=70)}\n"
                      "Does it call .numpy() or NumPy? Merge the rows with TensorFlow ops.") from error
-    return [(t.op.type, np.shape(v)) for t, v in zip(tensors, values)], merged
+    return [(t.op.type, tuple(v.shape)) for t, v in zip(traced, values)], merged
 
 
 @self_check
@@ -239,8 +254,11 @@ def check_exercise_2(one_row_per_id, *, seed: int | None = None) -> str:
     shapes, _ = _in_a_graph(one_row_per_id, _large_slices)
     large = [(op_type, shape) for op_type, shape in shapes if len(shape) >= 1 and shape[0] > largest]
     if large:
-        op_type, shape = max(large, key=lambda found: found[1][0])
-        size = ("the size of the whole table" if shape[0] >= LARGE_TABLE[0] else
+        # The dense table itself if it is built, else the tallest (then largest) tensor, as it is.
+        table = [found for found in large if tuple(found[1]) == LARGE_TABLE]
+        op_type, shape = table[0] if table else max(large, key=lambda found: (found[1][0], int(np.prod(found[1]))))
+        size = ("the size of the whole table" if tuple(shape) == LARGE_TABLE else
+                f"with a row for every id of the table ({shape[0]} rows)" if shape[0] >= LARGE_TABLE[0] else
                 f"with a row for every id up to the largest one looked up ({largest})")
         raise NotYet(f"the result is right, but for {int(slices.indices.shape[0])} rows of a {LARGE_TABLE[0]} x "
                      f"{LARGE_TABLE[1]} table your function builds a tensor\n{size}, {list(shape)} ({op_type}):\n"

@@ -20,6 +20,15 @@ def _other_points():
     return tf.constant(x, tf.float32), tf.constant(np.round(rng.uniform(-3.0, 3.0, 6), 1), tf.float32)
 
 
+def _held_out_points(seed: int):
+    """Other points (|x| = 1 among them, shuffled) and upstream gradients, drawn from ``seed``."""
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(6, 10))
+    x = rng.permutation(np.concatenate([[-1.0, 1.0], np.round(rng.uniform(-2.5, 2.5, size - 2), 2)]))
+    dy = np.round(rng.choice([-1.0, 1.0], size) * rng.uniform(0.2, 3.0, size), 1)
+    return tf.constant(x, tf.float32), tf.constant(dy, tf.float32)
+
+
 def _run(binarize, compiled: bool, x, dy):
     def value_and_gradient(x, dy):
         with tf.GradientTape() as tape:
@@ -48,7 +57,10 @@ def _check_exercise_1_case(binarize, x, dy, other: str) -> np.ndarray:
                          "inside tf.function: pass tensors positionally.") from None
         got_y = None if y is None else np.asarray(y)
         if got_y is None or got_y.shape != expected_y.shape or not np.array_equal(got_y, expected_y):
-            raise NotYet(f"{other}{mode}, at x = {x.numpy()}\nthe value should be sign(x) = {expected_y}; got {got_y}.")
+            fixed = got_y is not None and got_y.shape == _X.shape and np.array_equal(got_y, np.sign(_X.numpy()))
+            raise NotYet(f"{other}{mode}, at x = {x.numpy()}\nthe value should be sign(x) = {expected_y}; got {got_y}." + (
+                "\nThat is sign of the first points, [-2, -0.5, 0, 0.25, 1, 1.5], whatever x is: does binarize "
+                "compute from\nthe x it receives?" if fixed and other else ""))
         if grad is None:
             raise NotYet(f"{other}{mode}, no gradient reaches x (tape.gradient returned None).")
         grad = np.asarray(grad) + 0.0                                       # no -0.0 shown
@@ -73,7 +85,7 @@ def _check_exercise_1_case(binarize, x, dy, other: str) -> np.ndarray:
 
 
 @self_check
-def check_exercise_1(binarize) -> str:
+def check_exercise_1(binarize, *, seed: int | None = None) -> str:
     """Checks that ``binarize`` has the value sign(x) and sends ``dy`` back where |x| <= 1.
 
     Tested eagerly and inside ``tf.function`` under an upstream gradient that is not 1, so that a
@@ -81,11 +93,14 @@ def check_exercise_1(binarize) -> str:
     eagerly and raises inside ``tf.function``) are both caught. The exercise fixes the pitfalls of a
     ``tf.custom_gradient``: an answer that reaches the numbers without one (a stop_gradient trick
     around ``tf.clip_by_value``) is refused. A second case, other points and upstream gradients,
-    refuses an answer that returns the first case's numbers.
+    refuses an answer that returns the first case's numbers. With ``seed`` (the instructor edition's
+    held-out cases) it tries points and upstream gradients drawn from it instead (as "other points").
     """
-    for x, dy, other in ((_X, _DY, ""), (*_other_points(), "on other points, ")):
+    cases = ((_X, _DY, ""), (*_other_points(), "on other points, ")) if seed is None else (
+        (*_held_out_points(seed), "on other points, "),)
+    for x, dy, other in cases:
         expected_grad = _check_exercise_1_case(binarize, x, dy, other)
-        if not other:
+        if x is cases[0][0]:
             shown = expected_grad
     with running("traced in a tf.function, binarize"):
         rules = custom_gradient_ops(binarize, _X)
@@ -121,28 +136,50 @@ def _check_exercise_2_case(make_step, initial: float, at: float, new: float, oth
         after = None if after is None else float(after)
     if before != initial:
         raise NotYet(f"{other}with factor {initial:g} the gradient of scale_gradient(t, {initial:g}) at t = {at:g} "
-                     f"should be {initial!r}; got {before}.")
+                     f"should be {initial!r}; got {before}." + (
+                         f"\nThat is the first case's factor, make_step({_PUBLIC[0]!r}): is {before:g} written into your "
+                         "code? make_step\nmust start from the factor it is given." if other and before == _PUBLIC[0] else ""))
     if after == initial:
         raise NotYet(f"{other}after set_factor({new!r}) the gradient is still {initial!r}: the tf.function read the "
                      "Python number\nonce, while tracing. What does a tf.function read anew at every call? (§3.1)")
     if after != new:
-        raise NotYet(f"{other}after set_factor({new!r}) the gradient should be {new!r}; got {after}.")
+        raise NotYet(f"{other}after set_factor({new!r}) the gradient should be {new!r}; got {after}." + (
+            f"\nThat is the first case's new factor, set_factor({_PUBLIC[2]!r}): is {after:g} written into your "
+            "code?\nset_factor must use the value it is given." if other and after == _PUBLIC[2] else ""))
     traces = step.experimental_get_tracing_count()
     if traces > 1:
         raise NotYet(f"{other}the gradient follows the factor, but step was traced {traces} times: "
                      "a variable avoids retracing.")
 
 
+#: Exercise 2's first case: make_step(5.0), step at t = 2.0, then set_factor(0.5).
+_PUBLIC = (5.0, 2.0, 0.5)
+
+
+def _held_out_factors(seed: int) -> tuple[float, float, float]:
+    """An initial factor, a point t and a new factor drawn from ``seed``: quarters (exact in float32),
+    the factors nonzero and different from each other and from the first case's."""
+    rng = np.random.default_rng(seed)
+    choices = [q / 4 for q in range(-24, 25) if q and q / 4 not in (_PUBLIC[0], _PUBLIC[2])]
+    initial, new = (float(f) for f in rng.choice(choices, 2, replace=False))
+    return initial, float(rng.choice([-1.0, 1.0]) * rng.integers(1, 13) / 4), new
+
+
 @self_check
-def check_exercise_2(make_step) -> str:
+def check_exercise_2(make_step, *, seed: int | None = None) -> str:
     """Checks that ``make_step(5.0)`` returns ``(step, set_factor)`` whose factor stays live.
 
     ``step(t)`` must return the gradient of ``scale_gradient(t, factor)``; after ``set_factor(0.5)``
     the next call must use 0.5, without tracing ``step`` again. ``step`` must stay a
     ``tf.function``: without it, a Python number is read at every call and the point is missed.
     A second case, ``make_step(1.5)`` then ``set_factor(-0.25)``, refuses an answer that writes the
-    first case's factors into the code.
+    first case's factors into the code, and names them. With ``seed`` (the instructor edition's
+    held-out cases) it tries factors and a point drawn from it instead (as "other numbers").
     """
-    _check_exercise_2_case(make_step, 5.0, 2.0, 0.5, "")
+    if seed is not None:
+        initial, at, new = _held_out_factors(seed)
+        _check_exercise_2_case(make_step, initial, at, new, "with other numbers, ")
+        return f"The factor is read in each forward pass: {initial:g}, then {new:g}, with one trace."
+    _check_exercise_2_case(make_step, *_PUBLIC, "")
     _check_exercise_2_case(make_step, 1.5, -3.0, -0.25, "with other numbers, ")
     return ("The factor is read in each forward pass: 5.0, then 0.5, with one trace.")

@@ -66,22 +66,26 @@ def _check_exercise_1_case(relu_fn, x, dy, other: str) -> None:
             hint = "guided backprop sends relu(dy) * [x > 0]: dy where both x > 0 and dy > 0, else 0."
         at = _where(~np.isclose(got, want))
         raise NotYet(f"{other}{mode}, the backward pass differs from guided backprop at "
-                     f"{int(np.sum(~np.isclose(got, want)))} of 200 inputs, for instance\n"
+                     f"{int(np.sum(~np.isclose(got, want)))} of {got.size} inputs, for instance\n"
                      f"at x        {_show(xs[at])}\nwith dy     {_show(dys[at])}\n"
                      f"x receives  {_show(got[at])};\nexpected    {_show(want[at])}.\nHint: {hint}")
 
 
 @self_check
-def check_exercise_1(relu_fn) -> str:
+def check_exercise_1(relu_fn, *, seed: int | None = None) -> str:
     """Checks that ``relu_fn`` is a ReLU forward with the guided-backprop backward pass ``relu(dy) * [x > 0]``.
 
     Run on seeded random inputs and upstream gradients of both signs, eagerly and in ``tf.function``;
-    a second draw (seed 6) refuses an answer that returns the first draw's numbers.
+    a second draw (seed 6) refuses an answer that returns the first draw's numbers. With ``seed`` (the
+    instructor edition's held-out cases) it tries one draw from it instead, of 150 to 250 inputs.
     """
-    for seed, other in ((5, ""), (6, "on other inputs, ")):
-        rng = np.random.default_rng(seed)
-        x = tf.constant(rng.standard_normal(200).astype(np.float32))
-        dy = tf.constant(rng.standard_normal(200).astype(np.float32))
+    draws = ((5, 200, ""), (6, 200, "on other inputs, "))
+    if seed is not None:
+        draws = ((seed, int(np.random.default_rng([5, seed]).integers(150, 251)), ""),)
+    for draw, size, other in draws:
+        rng = np.random.default_rng(draw)
+        x = tf.constant(rng.standard_normal(size).astype(np.float32))
+        dy = tf.constant(rng.standard_normal(size).astype(np.float32))
         _check_exercise_1_case(relu_fn, x, dy, other)
     with running("tracing your function in a tf.function (to see how its gradient is built)"):
         rules = gradient_rules(relu_fn, x)
@@ -136,16 +140,30 @@ def _check_exercise_2_case(saliency_fn, images, labels, forward, weights, other:
                      f"{pixel(got, plain, 'plain-gradient')}\n{hint}")
 
 
+def _held_out_images(seed: int, images: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The held-out cases (the instructor edition's ``seed``): the notebook's images in a drawn order, upside
+    down, perhaps mirrored, with drawn noise, and labels drawn from ``seed``."""
+    rng = np.random.default_rng(seed)
+    held = images[rng.permutation(len(images))][:, ::-1]
+    if rng.integers(2):
+        held = held[:, :, ::-1]
+    held = held + rng.normal(0.0, 0.1 * float(np.std(images)) + 1e-3, held.shape)
+    return np.ascontiguousarray(held, images.dtype), rng.integers(0, 10, labels.shape).astype(labels.dtype)
+
+
 @self_check
-def check_exercise_2(saliency_fn, images, labels, forward, weights) -> str:
+def check_exercise_2(saliency_fn, images, labels, forward, weights, *, seed: int | None = None) -> str:
     """Checks ``saliency_fn(images, labels)``: guided backprop in the top (dense) ReLU only, plain elsewhere.
 
     ``forward(weights, images, relus)`` is the notebook's network; the reference maps are computed
     with a ``tf.custom_gradient`` guided ReLU in the top position only. A second case, the same
     images mirrored left to right with other (seeded) labels, refuses an answer that returns the
-    first case's maps.
+    first case's maps. With ``seed`` (the instructor edition's held-out cases) it tries the images
+    in a drawn order, upside down, with drawn noise and labels instead.
     """
     images, labels = np.asarray(images), np.asarray(labels)
+    if seed is not None:
+        images, labels = _held_out_images(seed, images, labels)
     _check_exercise_2_case(saliency_fn, images, labels, forward, weights, "")
     mirrored = np.ascontiguousarray(images[:, :, ::-1])
     others = np.random.default_rng(9).integers(0, 10, labels.shape).astype(labels.dtype)

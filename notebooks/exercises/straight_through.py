@@ -69,6 +69,16 @@ def _other_ops():
     return tuple((label, _Op(label, fn), values) for label, fn in ops)
 
 
+def _held_out_ops(seed: int):
+    """The held-out cases (the instructor edition's ``seed``): every op of both public cases, wrapped as in the
+    second one, each on inputs drawn from ``seed``, in an order drawn from it."""
+    rng = np.random.default_rng(seed)
+    pool = [(label, fn, len(values)) for label, fn, values in _OPS]
+    pool += [(label, op.fn, len(values)) for label, op, values in _other_ops()]
+    return tuple((label, _Op(label, fn), np.round(rng.uniform(-2.0, 2.0, size), 2).tolist())
+                 for label, fn, size in (pool[i] for i in rng.permutation(len(pool))))
+
+
 def _gradient(fn, x):
     """``("flows", gradient)``, ``("none", None)`` or ``("missing", None)``: what tape.gradient does."""
     with tf.GradientTape() as tape:
@@ -97,15 +107,17 @@ def _why(truth: str, gradient) -> str:
 
 
 @self_check
-def check_exercise_1(gradient_case) -> str:
+def check_exercise_1(gradient_case, *, seed: int | None = None) -> str:
     """Checks ``gradient_case(fn, x)``, which must return 'flows', 'none' or 'missing'.
 
     'flows': ``tape.gradient`` returns a tensor (zeros count); 'none': it returns None (the op's
     registered gradient returns None); 'missing': it raises LookupError (no gradient registered).
     The truth is found by running each op, on ops the notebook does not show; a second case (other ops
     on other inputs, their cases in another order) refuses a lookup by op or by the order of the calls.
+    With ``seed`` (the instructor edition's held-out cases) it tries the ops of both cases on inputs
+    drawn from it, in an order drawn from it.
     """
-    for name, fn, values in _OPS + _other_ops():
+    for name, fn, values in _OPS + _other_ops() if seed is None else _held_out_ops(seed):
         x = tf.constant(values, tf.float32)
         truth, gradient = _gradient(fn, x)
         try:
@@ -135,7 +147,7 @@ def _bits(a: np.ndarray) -> np.ndarray:
     return np.asarray(a, np.float32).view(np.uint32)
 
 
-def _check_exercise_2_case(ste, seed: int, other: str) -> None:
+def _check_exercise_2_case(ste, seed: int | tuple[int, int], other: str) -> None:
     """One case of :func:`check_exercise_2`: 100,000 inputs and upstream gradients drawn with ``seed``.
 
     ``other`` is "" for the first case; the second case's messages start with it, and after the
@@ -199,15 +211,19 @@ def _check_exercise_2_case(ste, seed: int, other: str) -> None:
 
 
 @self_check
-def check_exercise_2(ste) -> str:
+def check_exercise_2(ste, *, seed: int | None = None) -> str:
     """Checks ``ste(x)``: value bitwise ``quantize(x)``, gradient ``dy`` where |x| <= 1 and 0 outside.
 
     Run on 100,000 seeded inputs whose magnitudes spread evenly over 10**-3 to 10**9 on a log
     scale, with an upstream gradient ``dy`` that is not 1, so that a value off by one ulp, a zero of
     the wrong sign or a 1 lost in ``x + (quantize(x) - x)`` for |x| > 2**24, the identity's gradient,
     and a ``grad`` that forgets ``dy`` are all caught. A second case, 100,000 other inputs and
-    upstream gradients, refuses an answer that returns the first case's numbers.
+    upstream gradients, refuses an answer that returns the first case's numbers. With ``seed`` (the
+    instructor edition's held-out cases) it tries 100,000 inputs and upstream gradients drawn from it instead.
     """
+    if seed is not None:
+        _check_exercise_2_case(ste, (2, seed), "")
+        return ("On 100,000 inputs every value is bitwise quantize(x), and dy passes only where |x| <= 1.")
     _check_exercise_2_case(ste, 2, "")
     _check_exercise_2_case(ste, 3, "on 100,000 other inputs, ")
     return ("On two sets of 100,000 inputs every value is bitwise quantize(x), and dy passes only where\n"

@@ -57,13 +57,29 @@ def _require_custom_gradient(fn, x) -> None:
                      "@tf.custom_gradient whose grad(dy) sends the surrogate.")
 
 
+def _held_out(seed: int, size: tuple[int, int], scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """The held-out cases (the instructor edition's ``seed``): points in [-scale, scale], one of them inside
+    (-1, 1) and one outside, in a drawn order, and an upstream gradient of both signs, all drawn from ``seed``."""
+    rng = np.random.default_rng(seed)
+    count = int(rng.integers(*size))
+    points = np.concatenate([[rng.uniform(-0.9, 0.9), rng.choice([-1.0, 1.0]) * rng.uniform(1.1, scale)],
+                             rng.uniform(-scale, scale, count - 2)])
+    upstream = rng.choice([-1.0, 1.0], count) * rng.uniform(0.5, 4.0, count)
+    return rng.permutation(points).round(2), upstream.round(1)
+
+
 @self_check
-def check_exercise_1(step_fn) -> str:
+def check_exercise_1(step_fn, *, seed: int | None = None) -> str:
     """Checks ``step_fn``: forward exactly H(x); backward ``dy / (1 + (pi x)^2)`` for a random upstream
-    ``dy``, from a custom gradient (a ``tf.stop_gradient`` trick reaches the same numbers without one)."""
+    ``dy``, from a custom gradient (a ``tf.stop_gradient`` trick reaches the same numbers without one).
+
+    With ``seed`` (the instructor edition's held-out cases) it tries points and upstream gradients
+    drawn from it instead."""
     other_points = np.random.default_rng(8)
     cases = ((np.linspace(-2.5, 2.5, 41), np.random.default_rng(7).standard_normal(41)),
              (other_points.uniform(-3.0, 3.0, 29), other_points.standard_normal(29)))  # copied numbers fail here
+    if seed is not None:
+        cases = (_held_out(seed, (25, 45), 3.0),)
     for case, (points, upstream) in enumerate(cases):
         other = "on other points, " if case else ""
         x, dy = tf.constant(points.astype(np.float32)), tf.constant(upstream.astype(np.float32))
@@ -104,11 +120,17 @@ def check_exercise_1(step_fn) -> str:
 
 
 @self_check
-def check_exercise_2(fixed_fn) -> str:
+def check_exercise_2(fixed_fn, *, seed: int | None = None) -> str:
     """Checks the repaired ``non_differentiable`` with ``gradlab.check_gradient`` against the triangle
-    reference; the repair keeps the custom gradient (a ``tf.stop_gradient`` trick is refused)."""
+    reference; the repair keeps the custom gradient (a ``tf.stop_gradient`` trick is refused).
+
+    With ``seed`` (the instructor edition's held-out cases) it tries points and upstream gradients
+    drawn from it instead, some inside the triangle and some outside."""
     cases = (([-1.5, -0.6, -0.1, 0.2, 0.7, 1.4], [2.0, -1.0, 3.0, 0.5, -2.0, 4.0]),
              ([-0.9, -0.3, 0.05, 0.45, 1.1, 2.0], [-1.5, 2.5, 1.0, -3.0, 0.5, 2.0]))   # copied numbers fail here
+    if seed is not None:
+        cases = tuple((points.astype(np.float32), upstream.astype(np.float32))
+                      for points, upstream in (_held_out(seed, (6, 10), 2.0),))
     for case, (at_x, upstream) in enumerate(cases):
         other = "on other points, " if case else ""
         points, dy = tf.constant(at_x), tf.constant(upstream)

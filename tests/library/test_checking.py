@@ -277,3 +277,14 @@ def test_the_messages_notebooks_01_and_08_print_are_unchanged():
     assert gradlab.check_gradient(clip_scales_instead, points, reference=clip_meant).message == (
         "FAILED: the autodiff gradient differs from the reference gradient (max abs error 0.18, rtol=1e-05, "
         "atol=1e-05).")
+
+
+def test_a_gradient_linear_only_for_positive_scalings_is_not_linear_in_upstream():
+    """grad(dy) = |dy| cos x doubles with dy (2u) but does not flip with it (-u): not linear, not a derivative."""
+    @tf.custom_gradient
+    def reads_abs_dy(t):
+        return tf.sin(t), lambda dy: tf.abs(dy) * tf.cos(t)
+
+    result = gradlab.check_gradient(reads_abs_dy, X64)
+    assert not result.ok and not result.linear_in_upstream and not result.ignores_upstream
+    assert "not linear in the upstream gradient" in result.message

@@ -204,6 +204,59 @@ def test_an_op_without_any_gradient():
     assert (entry.status, entry.op_type, entry.where) == ("none", "TruncateMod", culprit_line(fn))
 
 
+# --- an unknown batch dimension, float16 ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_each_cause_in_a_tf_function_with_an_unknown_batch_dimension(name):
+    case = CASES[name]
+    fn = tf.function(case.fn, input_signature=[tf.TensorSpec([None], tf.float32)], autograph=case.autograph)
+    check(gradlab.explain_gradient(fn, tf.constant(X))[0], case)
+
+
+def test_a_loss_that_calls_a_tf_function_with_an_unknown_batch_dimension():
+    """The inner tf.function is traced into the doctor's graph: the culprit is its op, not a call op."""
+    @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32)])
+    def features(x):
+        return tf.nn.relu(x - 10.0)  # <- culprit
+
+    w = tf.Variable([1.0, 2.0])
+
+    def loss(w):
+        return tf.reduce_sum(features(tf.ones([3, 2]) * w))
+
+    report = gradlab.explain_gradient(loss, w)
+    assert (report[0].status, report[0].op_type, report[0].where) == ("zero", "Relu", culprit_line(features.python_function))
+    report = gradlab.explain_gradient(lambda x: tf.reduce_sum(features(x)), tf.ones([4, 2]))
+    assert (report[0].status, report[0].op_type) == ("zero", "Relu")
+    assert not tf.config.functions_run_eagerly()  # the doctor puts the setting back
+
+
+_FLOAT32_ONLY = ("numpy_function", "tf.data")  # their functions name float32 (Tout, the reduce's initial value)
+
+
+@pytest.mark.parametrize("mode", ["eager", "function"])
+@pytest.mark.parametrize("name", [name for name in CASES if name not in _FLOAT32_ONLY])
+def test_each_cause_with_a_float16_source(name, mode):
+    case = CASES[name]
+    entry = gradlab.explain_gradient(in_mode(case.fn, mode, case.autograph), tf.constant(X, tf.float16))[0]
+    assert "float16" in entry.source
+    check(entry, case)
+
+
+@pytest.mark.parametrize("mode", ["eager", "function"])
+def test_a_float16_overflow_is_not_called_a_singularity(mode):
+    def reciprocal(x):
+        return 1.0 / x  # <- culprit
+
+    x = [0.001, 1.0]  # d(1/x)/dx = -10**6 at 0.001: finite in float32, beyond float16's 65,504
+    assert gradlab.explain_gradient(in_mode(reciprocal, mode), tf.constant(x)).ok
+    for source in (tf.constant(x, tf.float16), tf.Variable(x, dtype=tf.float16)):
+        entry = gradlab.explain_gradient(in_mode(reciprocal, mode), source)[0]
+        assert (entry.status, entry.op_type, entry.where) == ("nonfinite", "RealDiv", culprit_line(reciprocal))
+        assert "float16" in entry.reason and "65,504" in entry.reason and "float32" in entry.fix
+
+
 # --- Keras models --------------------------------------------------------------------------------------
 
 
@@ -281,6 +334,35 @@ def test_the_report_reads_as_text_and_as_a_table():
     table = report._repr_html_()
     assert table.startswith("<table>") and table.count("<tr>") == 3 and "test_doctor.py:" in table
     assert "Round" in str(report[0]) and report[0].reason in str(report[0])
+
+
+def test_a_notebook_cell_shows_its_line_and_code_not_the_kernels_file(tmp_path):
+    """A Jupyter kernel compiles a cell into ipykernel_<pid>/<hash>.py: a machine path, unstable from run to run."""
+    cell = tmp_path / "ipykernel_4242" / "1234.py"
+    cell.parent.mkdir()
+    cell.write_text("w = 1.0\nq = tf.round(w * 4.0) / 4.0        # quarters\n")
+    entry = gradlab.GradientDiagnosis("sources[0]: tensor float32 ()", "none", "Round", f"{cell}:2", "why.", "fix.")
+    report = gradlab.GradientReport([entry])
+    for text in (str(report), report._repr_html_()):
+        assert "line 2 of a notebook cell: q = tf.round(w * 4.0) / 4.0" in text
+        assert str(tmp_path) not in text
+    assert entry.where == f"{cell}:2"  # the attribute keeps the file
+
+
+def test_a_notebook_cell_in_a_reason_shows_its_line_and_code(tmp_path):
+    """The reasons that name a second line (the tf.where of the trap, where a value left TensorFlow) show it the same way."""
+    cell = tmp_path / "ipykernel_4242" / "5678.py"
+    cell.parent.mkdir()
+    cell.write_text("def f(x):\n    return tf.where(x > 0.0, tf.math.log(x), 0.0)\n"
+                    "def g(x):\n    return tf.constant(x.numpy() * 2.0)\n")
+    namespace = {"tf": tf}
+    exec(compile(cell.read_text(), str(cell), "exec"), namespace)
+    x = tf.constant([0.0, 2.0])
+    for fn, says in ((namespace["f"], "(SelectV2 at line 2 of a notebook cell: return tf.where(x > 0.0, tf.math.log(x), 0.0))"),
+                     (namespace["g"], "out of TensorFlow at line 4 of a notebook cell: return tf.constant(x.numpy() * 2.0)")):
+        entry = gradlab.explain_gradient(fn, x)[0]
+        assert entry.where == f"{cell}:{2 if fn is namespace['f'] else 4}"
+        assert says in entry.reason and str(tmp_path) not in entry.reason and str(tmp_path) not in str(entry)
 
 
 # --- bad input ------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from PIL import Image
 
 import gradlab
 import gradlab.widgets as gw
-from gradlab.widgets._controls import option_values
+from gradlab.widgets._controls import TOOLTIP, option_values
 from gradlab.widgets._png import png
 
 X = tf.constant(np.linspace(-3.0, 3.0, 401, dtype=np.float32))
@@ -352,9 +352,17 @@ def test_display_bundle_has_the_widget_and_a_static_png_fallback(scale):
 
 
 def test_display_bundle_on_ipywidgets_7(scale, monkeypatch):
-    """ipywidgets 7 (Colab's 7.7.1) has no Widget._repr_mimebundle_: the explorer builds the same bundle."""
-    expected = scale._repr_mimebundle_()
-    monkeypatch.delattr(ipywidgets.Widget, "_repr_mimebundle_")
+    """ipywidgets 7 (Colab's 7.7.1) has no Widget._repr_mimebundle_: the explorer builds the bundle that 7's
+    _ipython_display_ sends (on 7 itself, compared with what it sends; on 8, with 8's, the method removed)."""
+    if hasattr(ipywidgets.Widget, "_repr_mimebundle_"):
+        expected = scale._repr_mimebundle_()
+        monkeypatch.delattr(ipywidgets.Widget, "_repr_mimebundle_")
+    else:
+        sent = []
+        monkeypatch.setattr(ipywidgets.widgets.widget, "display", lambda data, raw=False: sent.append(data))
+        monkeypatch.setattr(ipywidgets.Widget, "_handle_displayed", lambda self, **kwargs: None)
+        scale.box._ipython_display_()
+        expected = {**sent[0], "text/plain": "Explorer(factor=0.5)", "image/png": scale._repr_mimebundle_()["image/png"]}
     assert not hasattr(scale.box, "_repr_mimebundle_")
     assert scale._repr_mimebundle_() == expected
 
@@ -414,11 +422,14 @@ def test_bad_arguments_raise_naming_the_argument(call, error, pattern):
 
 
 def test_sliders_are_labelled_with_meaning():
+    """The hover text is in the state sent to the browser, under ipywidgets' own name for it (8: tooltip,
+    7, Colab's: description_tooltip, where tooltip= would be ignored)."""
+    assert TOOLTIP == ("tooltip" if int(ipywidgets.__version__.split(".")[0]) >= 8 else "description_tooltip")
     for make in (gw.clip_explorer, gw.scale_explorer, gw.surrogate_explorer, gw.straight_through_explorer):
         explorer = make()
         try:
             for widget in explorer.sliders.values():
-                assert widget.description and len(widget.tooltip) > 40
+                assert widget.description and len(widget.get_state()[TOOLTIP]) > 40
                 if isinstance(widget, (ipywidgets.FloatSlider, ipywidgets.FloatRangeSlider)):
                     assert widget.continuous_update
                     assert 0 < widget.step <= (widget.max - widget.min) / 20
@@ -507,13 +518,15 @@ def test_in_a_kernel_each_picture_is_shown_once_and_slider_moves_print_nothing(k
 def test_the_explorers_labels_follow_the_language_the_workbook_chose(monkeypatch):
     """English by default; with GRADLAB_LANGUAGE=zh_CN (the Chinese notebooks' setup line) the sliders' descriptions
     and tooltips come from the catalog shipped in the package; the figure and errors stay English."""
+    from gradlab.widgets._controls import TOOLTIP      # the hover text's trait: ipywidgets 8's or 7's name
+
     monkeypatch.delenv("GRADLAB_LANGUAGE", raising=False)
     english = gw.scale_explorer(-0.5)
     assert english.sliders["factor"].description == "gradient factor ×"
     english.close()
     monkeypatch.setenv("GRADLAB_LANGUAGE", "zh_CN")
     scale, clip = gw.scale_explorer(-0.5), gw.clip_explorer(-0.25, 1.5)
-    assert scale.sliders["factor"].description == "梯度倍数 ×" and "反向传播" in scale.sliders["factor"].tooltip
+    assert scale.sliders["factor"].description == "梯度倍数 ×" and "反向传播" in getattr(scale.sliders["factor"], TOOLTIP)
     assert clip.sliders["clip"].description == "裁剪区间 [min, max]"
     for explorer in (scale, clip):
         explorer.close()

@@ -149,22 +149,91 @@ def test_a_module_only_the_colab_cell_imports_is_refused(tmp_path):
         edition.source_notebook(path)
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_the_colab_version_clones_the_workbook_from_its_home_in_pyproject(path):
-    source = edition.colab_cell(path, {})
-    assert f'os.environ.get("GRADLAB_REPO", "{edition.project_home.HOMEPAGE}")' in source
-    assert "!git clone -q {repo} gradlab-workbook" in source
+_SHA = "0123456789abcdef0123456789abcdef01234567"
 
 
-def test_a_colab_cell_that_clones_another_home_is_refused(tmp_path):
-    notebook = nbformat.read(NOTEBOOKS[0], as_version=4)
-    colab = next(c for c in notebook.cells if "colab" in _tags(c))
-    colab.source = colab.source.replace(edition.project_home.HOMEPAGE, "https://github.com/someone/elsewhere")
-    path = tmp_path / NOTEBOOKS[0].name
-    nbformat.write(notebook, path)
-    refusal = "clones https://github.com/someone/elsewhere, not pyproject.toml's Homepage"
-    with pytest.raises(edition.ConventionError, match=refusal):
-        edition.colab_cell(path, {})
+def test_the_colab_version_clones_the_configured_repository_at_the_autograders_commit():
+    """points.toml's [colab] repository (default: pyproject's Homepage) and the commit, baked into the cell."""
+    assert edition.colab_repository({}) == edition.project_home.HOMEPAGE
+    assert edition.colab_repository() == edition.points_table().get("colab", {}).get(
+        "repository", edition.project_home.HOMEPAGE)
+    source = edition.colab_cell(NOTEBOOKS[0], {}, repository=edition.colab_repository({}), commit=_SHA)
+    assert f'repository = "{edition.project_home.HOMEPAGE}"' in source and f'commit = "{_SHA}"' in source
+    assert "GRADLAB_REPO" not in source                       # nothing can be set on Colab before the cell runs
+    ours = edition.colab_repository({"colab": {"repository": "https://github.com/someone/course-copy"}})
+    other = edition.colab_cell(NOTEBOOKS[0], {}, repository=ours, commit=_SHA[::-1])
+    assert 'repository = "https://github.com/someone/course-copy"' in other and f'commit = "{_SHA[::-1]}"' in other
+    assert edition.project_home.HOMEPAGE not in other
+    assert f'commit = "{edition.full_commit()}"' in edition.colab_cell(NOTEBOOKS[0], {})    # default: HEAD
+    for bad in ("", 'x"; import os', 3):
+        with pytest.raises(edition.ConventionError, match=r"\[colab\] repository"):
+            edition.colab_repository({"colab": {"repository": bad}})
+    with pytest.raises(edition.ConventionError, match="not a full commit hash"):
+        edition.colab_cell(NOTEBOOKS[0], {}, commit="HEAD")
+
+
+def _git(*args, cwd=None) -> str:
+    import subprocess
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t.invalid", *args], cwd=cwd, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def _run_colab_cell(source: str, where: Path, monkeypatch) -> list[str]:
+    """Runs a Colab cell as IPython would, with GRADLAB_COLAB=1 in ``where``; its %pip lines are recorded, not run."""
+    from IPython.core.inputtransformer2 import TransformerManager
+    magics: list[str] = []
+
+    class Shell:
+        def run_line_magic(self, name, line, *rest):
+            magics.append(f"%{name} {line}")
+
+        def system(self, command):
+            raise AssertionError(f"the cell runs git through subprocess, not !{command}")
+    monkeypatch.setenv("GRADLAB_COLAB", "1")
+    monkeypatch.chdir(where)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    exec(TransformerManager().transform_cell(source), {"get_ipython": lambda: Shell()})
+    return magics
+
+
+def test_the_colab_cell_checks_out_the_commit_also_from_a_shallow_clone(tmp_path, monkeypatch):
+    """A repository with two commits, the cell pinned to the first: a fresh clone and a shallow one end there."""
+    work = tmp_path / "work"
+    work.mkdir()
+    _git("init", "-q", "-b", "main", cwd=work)
+    (work / "version.txt").write_text("first\n")
+    _git("add", ".", cwd=work)
+    _git("commit", "-q", "-m", "first", cwd=work)
+    first = _git("rev-parse", "HEAD", cwd=work)
+    (work / "version.txt").write_text("second\n")
+    _git("commit", "-q", "-am", "second", cwd=work)
+    _git("clone", "-q", "--bare", str(work), str(tmp_path / "course.git"))
+    url = (tmp_path / "course.git").as_uri()
+    source = edition.colab_cell(NOTEBOOKS[0], {"q.py": "x = 1\n"}, repository=url, commit=first)
+    for name, shallow in (("fresh", False), ("shallow", True)):
+        student = tmp_path / name
+        student.mkdir()
+        if shallow:                                  # a clone made before, of the newest commit only
+            _git("clone", "-q", "--depth", "1", url, str(student / "gradlab-workbook"))
+            assert _git("rev-parse", "HEAD", cwd=student / "gradlab-workbook") != first
+        magics = _run_colab_cell(source, student, monkeypatch)
+        assert _git("rev-parse", "HEAD", cwd=student / "gradlab-workbook") == first, name
+        assert (student / "gradlab-workbook" / "version.txt").read_text() == "first\n"
+        assert magics[0] == '%pip install -q "./gradlab-workbook[notebook]"'
+        assert (student / "tests" / "q.py").read_text() == "x = 1\n"
+
+
+@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs the workbook's git repository")
+def test_the_generated_colab_cell_fetches_this_workbook_from_a_local_bare_clone(tmp_path, monkeypatch):
+    """The proof on the workbook itself: its bare clone as the repository (file://), HEAD as the commit."""
+    head = edition.full_commit()
+    _git("clone", "-q", "--bare", str(ROOT), str(tmp_path / "workbook.git"))
+    source = edition.colab_cell(NOTEBOOKS[0], {}, repository=(tmp_path / "workbook.git").as_uri())
+    student = tmp_path / "student"
+    student.mkdir()
+    _run_colab_cell(source, student, monkeypatch)
+    assert _git("rev-parse", "HEAD", cwd=student / "gradlab-workbook") == head
+    assert (student / "gradlab-workbook" / "notebooks" / NOTEBOOKS[0].name).is_file()
 
 
 def test_the_grading_tool_is_pinned_and_installed_constrained_by_the_workbook_pins():
@@ -252,7 +321,9 @@ def test_colab_version_installs_what_it_needs_in_its_first_cell(generated, path)
     first = colab.cells[0]
     assert first.cell_type == "code" and "colab" in _tags(first)
     source = first.source
-    for needed in ("!git clone -q {repo} gradlab-workbook", '%pip install -q "./gradlab-workbook[notebook]"',
+    for needed in ('subprocess.run(["git", "clone", "-q", repository, "gradlab-workbook"], check=True)',
+                   f'repository = "{edition.colab_repository()}"', f'commit = "{edition.full_commit()}"',
+                   '"checkout", "-q", commit], check=True)', '%pip install -q "./gradlab-workbook[notebook]"',
                    'sys.path.insert(0, os.path.abspath("gradlab-workbook/notebooks"))',
                    f'%pip install -q "otter-grader=={edition.otter_version()}"'):
         assert needed in source, f"the Colab cell lacks {needed!r}"
@@ -264,6 +335,14 @@ def test_colab_version_installs_what_it_needs_in_its_first_cell(generated, path)
     assert colab.cells[2].source.startswith(f"# {path.stem[:2]} · ")
 
 
+def test_a_build_with_another_repository_setting_bakes_it_into_the_colab_version(tmp_path):
+    pytest.importorskip("otter", reason="otter-grader is installed by make assignments")
+    versions = edition.assign(NOTEBOOKS[0], tmp_path, repository="https://github.com/someone/course-copy")
+    first = nbformat.read(versions["colab"], as_version=4).cells[0].source
+    assert 'repository = "https://github.com/someone/course-copy"' in first
+    assert edition.project_home.HOMEPAGE not in first and f'commit = "{edition.full_commit()}"' in first
+
+
 # ------------------------------------------------------------------------------------------------
 # make grade's pieces that need no TensorFlow (the sample class is graded by make test-assignments)
 # ------------------------------------------------------------------------------------------------
@@ -273,9 +352,13 @@ def test_the_points_table_sets_points_a_written_question_and_held_out_cases():
     _, questions = edition.source_notebook(ROOT / "notebooks" / "00_start_here.ipynb")
     assert [q.points for q in questions] == [table["00_start_here"]["exercise_1"], table["00_start_here"]["exercise_2"]]
     assert [q.hidden for q in questions] == [True, False]          # exercise 2 predicts one number
-    for stem in ("03_keras_layers", "13_recipes"):
+    _, questions = edition.source_notebook(ROOT / "notebooks" / "08_higher_order_forward_mode.ipynb")
+    assert [q.hidden for q in questions] == [False, True, True]    # exercise 1 predicts two numbers
+    for stem in ("01_custom_gradient", "02_stop_gradient_straight_through", "03_keras_layers", "04_surrogate_gradients",
+                 "05_relu_gradients_saliency", "06_chain_propagation", "07_optimizer_level", "09_performance",
+                 "10_appendix_tf1_legacy", "11_appendix_reference", "12_domain_adversarial", "13_recipes", "14_questions"):
         _, questions = edition.source_notebook(ROOT / "notebooks" / f"{stem}.ipynb")
-        assert all(q.hidden for q in questions), stem
+        assert questions and all(q.hidden for q in questions), stem
     master, _ = edition.source_notebook(ROOT / "notebooks" / "00_start_here.ipynb", held_out=5)
     sources = [c.source for c in master.cells]
     assert any(s.startswith("# BEGIN QUESTION\nname: written_1\nmanual: true\npoints: 2") for s in sources)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from test_browser import free_port, launch_chromium, require_browser
+from test_browser import chromium, free_port, require_browser
 
 ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "build" / "book"
@@ -401,28 +401,23 @@ def site():
 @pytest.mark.browser
 def test_a_notebook_page_renders_maths_an_image_a_collapsed_solution_and_navigates(site):
     require_browser()
-    from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        try:
-            page = browser.new_page()
-            page.goto(f"{site}/notebooks/00_start_here.html")
-            page.wait_for_selector("mjx-container", timeout=30_000)  # MathJax typeset the maths
-            image = page.locator("article img[src*='_images/']").first
-            image.scroll_into_view_if_needed()
-            assert image.is_visible() and page.evaluate("i => i.naturalWidth", image.element_handle()) > 0
-            assert len(image.get_attribute("alt")) > 10
-            solution = page.locator(".cell.tag_solution").first
-            code = solution.locator(".cell_input pre").first
-            assert not code.is_visible(), "a solution must be collapsed until the reader opens it"
-            solution.locator("summary").first.click()
-            assert code.is_visible() and "Solution to exercise" in code.inner_text()
-            page.locator("a.right-next").first.click()
-            page.wait_for_url(re.compile(r"/notebooks/01_custom_gradient\.html"))
-            assert page.locator("h1").first.inner_text().startswith("01")
-        finally:
-            browser.close()
+    with chromium() as browser:
+        page = browser.new_page()
+        page.goto(f"{site}/notebooks/00_start_here.html")
+        page.wait_for_selector("mjx-container", timeout=30_000)  # MathJax typeset the maths
+        image = page.locator("article img[src*='_images/']").first
+        image.scroll_into_view_if_needed()
+        assert image.is_visible() and page.evaluate("i => i.naturalWidth", image.element_handle()) > 0
+        assert len(image.get_attribute("alt")) > 10
+        solution = page.locator(".cell.tag_solution").first
+        code = solution.locator(".cell_input pre").first
+        assert not code.is_visible(), "a solution must be collapsed until the reader opens it"
+        solution.locator("summary").first.click()
+        assert code.is_visible() and "Solution to exercise" in code.inner_text()
+        page.locator("a.right-next").first.click()
+        page.wait_for_url(re.compile(r"/notebooks/01_custom_gradient\.html"))
+        assert page.locator("h1").first.inner_text().startswith("01")
 
 
 # Problems with wrapping on the page shown: a code block or output that does not wrap or is wider
@@ -449,19 +444,14 @@ WRAP_PROBLEMS = """() => {
 @pytest.mark.browser
 def test_code_and_outputs_wrap_on_a_narrow_and_a_wide_screen(site):
     require_browser()
-    from playwright.sync_api import sync_playwright
 
     pages = [f"{name}.html" for name in SOURCES]
-    with sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        try:
-            for width in (400, 1280):
-                page = browser.new_page(viewport={"width": width, "height": 900})
-                for name in pages:
-                    page.goto(f"{site}/{name}", wait_until="load")
-                    problems = page.evaluate(WRAP_PROBLEMS)
-                    assert not problems, f"{name} at {width}px: " + "; ".join(problems[:5])
-                assert page.evaluate("document.querySelectorAll('article pre').length") > 0
-                page.close()
-        finally:
-            browser.close()
+    with chromium() as browser:
+        for width in (400, 1280):
+            page = browser.new_page(viewport={"width": width, "height": 900})
+            for name in pages:
+                page.goto(f"{site}/{name}", wait_until="load")
+                problems = page.evaluate(WRAP_PROBLEMS)
+                assert not problems, f"{name} at {width}px: " + "; ".join(problems[:5])
+            assert page.evaluate("document.querySelectorAll('article pre').length") > 0
+            page.close()

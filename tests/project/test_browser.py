@@ -6,11 +6,12 @@ Runs Debian's chromium (``apt-get install chromium``; the binary is ``/usr/bin/c
 pip's playwright against a JupyterLab started here on 127.0.0.1 with a token. Under CI (the ``CI``
 environment variable is set) a missing browser or playwright is a failure, not a skip.
 
-The harness (:class:`JupyterLab`, :func:`launch_chromium`, :func:`open_and_run_all`,
+The harness (:class:`JupyterLab`, :func:`launch_chromium`, :func:`chromium`, :func:`open_and_run_all`,
 :class:`ExplorerView`) is also used by ``benchmarks/explorer_latency.py``.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -166,6 +167,26 @@ def launch_chromium(playwright):
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
 
+@contextlib.contextmanager
+def chromium():
+    """Debian's Chromium under Playwright for one test, closed however the test ends."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def page_errors(page) -> list[str]:
+    """The list that collects the page's uncaught JavaScript errors from now on."""
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    return errors
+
+
 def run_command(page, menu: str, command: str) -> None:
     """Runs a JupyterLab command from the menu bar, as a user would (once it is enabled)."""
     page.locator(".lm-MenuBar-item", has_text=menu).first.click()
@@ -242,57 +263,51 @@ def lab(tmp_path_factory):
 @pytest.mark.browser
 def test_keyboard_slider_step_redraws_the_plot_in_place(request):
     require_browser()  # first, so that a missing browser under CI is this test's failure
-    from playwright.sync_api import sync_playwright
 
     server, notebook = request.getfixturevalue("lab")
-    with sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            errors = []
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            open_and_run_all(page, server, notebook)
-            view = ExplorerView(page)
-            # The explorer's cell shows one output (no second figure) and no error or warning.
-            cell = page.locator(".jp-CodeCell", has=view.root).first
-            assert cell.locator(".jp-OutputArea-output").count() == 1
-            stderr = cell.locator("[data-mime-type='application/vnd.jupyter.stderr']")
-            assert stderr.count() == 0, stderr.first.inner_text()
-            assert view.root.locator("img").count() == 1
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        errors = page_errors(page)
+        open_and_run_all(page, server, notebook)
+        view = ExplorerView(page)
+        # The explorer's cell shows one output (no second figure) and no error or warning.
+        cell = page.locator(".jp-CodeCell", has=view.root).first
+        assert cell.locator(".jp-OutputArea-output").count() == 1
+        stderr = cell.locator("[data-mime-type='application/vnd.jupyter.stderr']")
+        assert stderr.count() == 0, stderr.first.inner_text()
+        assert view.root.locator("img").count() == 1
 
-            view.handle.focus()
-            readout, before = view.readout.inner_text(), view.pixels()
-            view.step("ArrowRight")
-            after = view.pixels()
-            assert view.readout.inner_text() != readout, "the slider did not move"
-            assert before.shape == after.shape and before.shape[1] >= 600
-            changed = np.any(before != after, axis=2)
-            half = changed.shape[1] // 2
-            assert changed[:, half:].sum() > 200, "the gradient panel did not change"
-            assert not changed[:, :half].any(), "the forward panel changed, but the forward pass did not"
+        view.handle.focus()
+        readout, before = view.readout.inner_text(), view.pixels()
+        view.step("ArrowRight")
+        after = view.pixels()
+        assert view.readout.inner_text() != readout, "the slider did not move"
+        assert before.shape == after.shape and before.shape[1] >= 600
+        changed = np.any(before != after, axis=2)
+        half = changed.shape[1] // 2
+        assert changed[:, half:].sum() > 200, "the gradient panel did not change"
+        assert not changed[:, :half].any(), "the forward panel changed, but the forward pass did not"
 
-            for key in ("ArrowRight", "ArrowLeft", "ArrowLeft"):  # +1 +1 -1 -1: back where it began
-                view.step(key)
-            assert view.readout.inner_text() == readout
-            np.testing.assert_array_equal(view.pixels(), before)
-            # Still one output and one image: updates happen in place.
-            assert cell.locator(".jp-OutputArea-output").count() == 1
-            assert view.root.locator("img").count() == 1
-            assert errors == []
-            # No pop-up asked the learner about Jupyter news (jupyter/overrides.json, installed by
-            # make and by Binder's postBuild); by now JupyterLab would have shown it.
-            assert page.get_by_text("official Jupyter news").count() == 0
+        for key in ("ArrowRight", "ArrowLeft", "ArrowLeft"):  # +1 +1 -1 -1: back where it began
+            view.step(key)
+        assert view.readout.inner_text() == readout
+        np.testing.assert_array_equal(view.pixels(), before)
+        # Still one output and one image: updates happen in place.
+        assert cell.locator(".jp-OutputArea-output").count() == 1
+        assert view.root.locator("img").count() == 1
+        assert errors == []
+        # No pop-up asked the learner about Jupyter news (jupyter/overrides.json, installed by
+        # make and by Binder's postBuild); by now JupyterLab would have shown it.
+        assert page.get_by_text("official Jupyter news").count() == 0
 
-            # After Run All, JupyterLab shows what each solution printed: never its exercise's answer.
-            for index in solution_indices(Path(server.root) / notebook):
-                solution = walk_to_cell(page, index)
-                shown = solution.inner_text()
-                assert "Correct" not in shown and "dL/dx =" not in shown, f"cell {index} shows its answer: {shown}"
-                output = solution.locator(".jp-OutputArea")
-                if output.is_visible():
-                    assert "This solution passes check_exercise_" in output.inner_text()
-        finally:
-            browser.close()
+        # After Run All, JupyterLab shows what each solution printed: never its exercise's answer.
+        for index in solution_indices(Path(server.root) / notebook):
+            solution = walk_to_cell(page, index)
+            shown = solution.inner_text()
+            assert "Correct" not in shown and "dL/dx =" not in shown, f"cell {index} shows its answer: {shown}"
+            output = solution.locator(".jp-OutputArea")
+            if output.is_visible():
+                assert "This solution passes check_exercise_" in output.inner_text()
 
 
 def walk_to_cell(page, index: int):
@@ -336,7 +351,6 @@ def test_a_solutions_code_stays_hidden_until_the_learner_expands_it(request):
     output. That says only that the solution passes its check, which strict nbval re-computes, so the
     hidden cell is still run by CI."""
     require_browser()
-    from playwright.sync_api import sync_playwright
 
     server, notebook = request.getfixturevalue("lab")
     index, source = first_solution(Path(server.root) / notebook)
@@ -344,36 +358,32 @@ def test_a_solutions_code_stays_hidden_until_the_learner_expands_it(request):
     # is its title: '# @title Solution to exercise 1', tools/nbfmt.py).
     code = [line.strip() for line in source.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     answer = max(code, key=len)
-    with sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(server.url(notebook))
-            page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
-            cell = walk_to_cell(page, index)
-            input_placeholder = cell.locator(".jp-InputPlaceholder")
-            input_placeholder.wait_for(state="visible", timeout=30_000)
-            assert input_placeholder.inner_text().strip().startswith("# @title Solution to exercise 1")
-            assert not cell.locator(".jp-InputArea-editor").is_visible()
-            # Code and output both collapsed: JupyterLab shows the title and nothing under it.
-            assert not cell.locator(".jp-Cell-outputWrapper").is_visible(), "the solution's output is stored collapsed"
-            assert answer not in cell.inner_text(), "the answer is on screen"
-            assert not page.get_by_text(answer, exact=False).first.is_visible(), "the answer is on screen"
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(server.url(notebook))
+        page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
+        cell = walk_to_cell(page, index)
+        input_placeholder = cell.locator(".jp-InputPlaceholder")
+        input_placeholder.wait_for(state="visible", timeout=30_000)
+        assert input_placeholder.inner_text().strip().startswith("# @title Solution to exercise 1")
+        assert not cell.locator(".jp-InputArea-editor").is_visible()
+        # Code and output both collapsed: JupyterLab shows the title and nothing under it.
+        assert not cell.locator(".jp-Cell-outputWrapper").is_visible(), "the solution's output is stored collapsed"
+        assert answer not in cell.inner_text(), "the answer is on screen"
+        assert not page.get_by_text(answer, exact=False).first.is_visible(), "the answer is on screen"
 
-            input_placeholder.click()  # the learner asks for the solution: its code appears
-            editor = cell.locator(".jp-InputArea-editor")
-            editor.wait_for(state="visible", timeout=30_000)
-            assert answer in editor.inner_text()
+        input_placeholder.click()  # the learner asks for the solution: its code appears
+        editor = cell.locator(".jp-InputArea-editor")
+        editor.wait_for(state="visible", timeout=30_000)
+        assert answer in editor.inner_text()
 
-            output_placeholder = cell.locator(".jp-OutputPlaceholder")  # and its output, one click more
-            output_placeholder.wait_for(state="visible", timeout=30_000)
-            output_placeholder.click()
-            output = cell.locator(".jp-OutputArea")
-            output.wait_for(state="visible", timeout=30_000)
-            assert output.inner_text().strip() == "This solution passes check_exercise_1.", (
-                "the stored solution output must say only that the solution passes")
-        finally:
-            browser.close()
+        output_placeholder = cell.locator(".jp-OutputPlaceholder")  # and its output, one click more
+        output_placeholder.wait_for(state="visible", timeout=30_000)
+        output_placeholder.click()
+        output = cell.locator(".jp-OutputArea")
+        output.wait_for(state="visible", timeout=30_000)
+        assert output.inner_text().strip() == "This solution passes check_exercise_1.", (
+            "the stored solution output must say only that the solution passes")
 
 
 # --- a learner's clone stays clean (issue 32.4) -----------------------------------------------------
@@ -449,7 +459,6 @@ def test_opening_and_saving_every_notebook_leaves_a_learners_clone_clean(request
     stored without nbfmt's JupyterLab conventions (kernel display name, `scrolled: false`) must change,
     and into exactly what nbfmt writes: the check sees a real save, and nbfmt stores what JupyterLab does."""
     require_browser()
-    from playwright.sync_api import sync_playwright
 
     server, _ = request.getfixturevalue("lab")
     clone = Path(server.root) / "clean-clone"
@@ -467,14 +476,10 @@ def test_opening_and_saving_every_notebook_leaves_a_learners_clone_clean(request
     expected_control = (clone / notebooks[0]).read_bytes()
     before = {p.relative_to(clone): p.read_bytes() for p in clone.rglob("*") if p.is_file()}
 
-    with sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            dirty = [name for name in [*notebooks, control.name]
-                     if open_save_close(page, server, f"clean-clone/{name}")]
-        finally:
-            browser.close()
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        dirty = [name for name in [*notebooks, control.name]
+                 if open_save_close(page, server, f"clean-clone/{name}")]
 
     after = {p.relative_to(clone): p.read_bytes() for p in clone.rglob("*") if p.is_file()}
     changed = sorted(str(p) for p in before if after.get(p) != before[p])
@@ -492,7 +497,6 @@ def test_a_learner_on_another_python_version_also_keeps_a_clean_clone(request):
     from the one that stored the outputs would see every notebook they opened change. The server
     settings make lab and Binder load (jupyter/jupyter_server_config.py) keep the stored one on save."""
     require_browser()
-    from playwright.sync_api import sync_playwright
 
     server, notebook = request.getfixturevalue("lab")
     copy = Path(server.root) / "other-python.ipynb"
@@ -500,13 +504,9 @@ def test_a_learner_on_another_python_version_also_keeps_a_clean_clone(request):
     data["metadata"]["language_info"]["version"] = "3.10.0"    # not this kernel's Python
     copy.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
     before = copy.read_bytes()
-    with sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            assert open_save_close(page, server, copy.name), "JupyterLab did not see another Python version"
-        finally:
-            browser.close()
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        assert open_save_close(page, server, copy.name), "JupyterLab did not see another Python version"
     assert copy.read_bytes() == before, "saving the notebook changed it"
 
 
@@ -610,7 +610,6 @@ def test_restart_run_all_and_save_leaves_a_learners_clone_clean(request, noteboo
     the server settings collapse again on save, while a solution's and the Colab cell's code stays
     hidden (`jupyter.source_hidden`, form view)."""
     require_browser()
-    from playwright.sync_api import sync_playwright
 
     server, clone = request.getfixturevalue("clone_lab")
     path = Path(server.root) / notebook
@@ -618,16 +617,11 @@ def test_restart_run_all_and_save_leaves_a_learners_clone_clean(request, noteboo
     saved = server.api(f"/api/contents/{notebook}?content=0")["last_modified"]
     assert git_status(clone) == "", "the clone is not clean to begin with"
     try:
-        with sync_playwright() as playwright:
-            browser = launch_chromium(playwright)
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 1000})
-                errors = []
-                page.on("pageerror", lambda error: errors.append(str(error)))
-                restart_and_run_all(page, server, notebook)
-                save_and_close(page, server, notebook, saved)
-            finally:
-                browser.close()
+        with chromium() as browser:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            errors = page_errors(page)
+            restart_and_run_all(page, server, notebook)
+            save_and_close(page, server, notebook, saved)
         status = git_status(clone)
         after = json.loads(path.read_text(encoding="utf-8"))
     finally:  # the next notebook starts from a clean clone

@@ -155,3 +155,44 @@ def test_exercise_2_refuses_factors_fixed_in_advance(backward, refused):
     assert out.startswith("Not yet: in a second pass, where the gradient that reaches dense_6 is 4 times larger")
     assert "dense_6 receives a gradient of norm 0.4000, where a clip to 0.1 at every\nlayer leaves 0.1000." in out
     assert "or scale it by factors fixed in advance?" in out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2024])
+def test_held_out_cases_decide_as_the_public_ones(seed, backward):
+    """The instructor edition's held-out cases (check_exercise_N(..., seed=...)): other inputs, same verdicts."""
+    assert check_exercise_1.verdict(_predict, backward, seed=seed).passed
+    for wrong in (lambda norms, clip_at, max_norm: dict(norms),
+                  lambda norms, clip_at, max_norm: {n: min(v, max_norm) if i <= clip_at else v
+                                                    for i, (n, v) in enumerate(norms.items(), start=1)}):
+        assert not check_exercise_1.verdict(wrong, backward, seed=seed).passed
+    assert check_exercise_2.verdict(lambda h, i: gradlab.clip_gradient_norm(h, 0.1), backward, seed=seed).passed
+    for wrong in (lambda h, i: gradlab.clip_gradient_norm(h, 0.1) if i == 4 else h,
+                  lambda h, i: gradlab.scale_gradient(h, 1e-3), lambda h, i: gradlab.clip_gradient(h, -0.1, 0.1)):
+        assert not check_exercise_2.verdict(wrong, backward, seed=seed).passed
+
+
+def test_held_out_cases_refuse_answers_fitted_to_the_public_ones(backward):
+    """Fitted to the public cases: a prediction right only for the public settings; a clip at the top layer and
+    factors fixed in advance below it (right in both public passes, which differ only above the top clip)."""
+    depth = len(backward()["norms"])
+    public = {(min(4, depth), 1.0), (2, 0.3), (depth, 0.1), (3, 50.0)}
+
+    def fitted_1(plain_norms, clip_at, max_norm):
+        return _predict(plain_norms, clip_at, max_norm) if (clip_at, max_norm) in public or clip_at == 3 else dict(
+            plain_norms)
+    assert check_exercise_1.verdict(fitted_1, backward).passed
+    assert not check_exercise_1.verdict(fitted_1, backward, seed=7).passed
+
+    clipped = list(backward(lambda h, i: gradlab.clip_gradient_norm(h, 0.1))["norms"].values())
+    arriving = list(backward(lambda h, i: gradlab.clip_gradient_norm(h, 0.1) if i == depth else h)["norms"].values())
+    factors, above = {}, 1.0
+    for i in range(depth - 1, 0, -1):                   # below the top clip, what a clip to 0.1 did in the public pass
+        factors[i] = clipped[i - 1] / (above * arriving[i - 1])
+        above *= factors[i]
+
+    def fitted_2(h, i):
+        return gradlab.clip_gradient_norm(h, 0.1) if i == depth else gradlab.scale_gradient(h, factors[i])
+    assert check_exercise_2.verdict(fitted_2, backward).passed
+    message = check_exercise_2.verdict(fitted_2, backward, seed=7).message
+    assert "in a second pass, where the gradient that reaches dense_" in message
+    assert "or scale it by factors fixed in advance?" in message

@@ -123,3 +123,35 @@ def test_exercise_2_refuses_a_hard_coded_answer(refused):
         return a * b, lambda upstream: (dy * w, dy * x)
     out = refused(check_exercise_2(hard_coded))
     assert "x has shape (4,), but grad sends it a gradient of shape (3,)" in out
+
+
+def _fitted(public, right, wrong):
+    """A grad rule right on the inputs the public check tries (a table of them) and wrong elsewhere."""
+    def rule(x, *args):
+        seen = any(np.array_equal(x.numpy(), np.float32(p)) for p in public)
+        return (right if seen else wrong)(x, *args)
+    return rule
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2024])
+def test_held_out_cases_decide_as_the_public_ones(seed):
+    """The instructor edition's held-out cases (check_exercise_N(..., seed=...)): other inputs, same verdicts."""
+    assert check_exercise_1.verdict(_log_sigmoid, seed=seed).passed
+    for wrong in (lambda x, dy: tf.sigmoid(-x), lambda x, dy: dy, lambda x, dy: dy * tf.sigmoid(x)):
+        assert not check_exercise_1.verdict(_log_sigmoid_with(wrong), seed=seed).passed
+    assert not check_exercise_1.verdict(tf.math.log_sigmoid, seed=seed).passed
+    assert check_exercise_2.verdict(_product(lambda x, w, dy: (dy * w, dy * x)), seed=seed).passed
+    for wrong in (lambda x, w, dy: (w, x), lambda x, w, dy: (dy * x, dy * w), lambda x, w, dy: (dy, dy)):
+        assert not check_exercise_2.verdict(_product(wrong), seed=seed).passed
+    assert not check_exercise_2.verdict(lambda x, w: x * w, seed=seed).passed
+
+
+def test_held_out_cases_refuse_answers_fitted_to_the_public_ones():
+    fitted_1 = _log_sigmoid_with(_fitted([[-200.0, -5.0, 0.0, 5.0, 200.0], [-150.0, -2.5, 0.5, 1.5, 120.0, -0.25]],
+                                         lambda x, dy: dy * tf.sigmoid(-x), lambda x, dy: dy))
+    assert check_exercise_1.verdict(fitted_1).passed
+    assert "returns dy unchanged" in check_exercise_1.verdict(fitted_1, seed=7).message
+    fitted_2 = _product(_fitted([[1.0, -2.0, 3.0], [-0.5, 2.5, 1.5, 4.0]],
+                                lambda x, w, dy: (dy * w, dy * x), lambda x, w, dy: (dy * x, dy * w)))
+    assert check_exercise_2.verdict(fitted_2).passed
+    assert "the gradients are swapped" in check_exercise_2.verdict(fitted_2, seed=7).message

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import gradlab
@@ -120,7 +121,7 @@ def test_exercise_2_refuses_a_reversal_of_its_own_with_a_fixed_factor(refused):
     """Right with factor 0.5; the check then sets the layer's factor to 1.5, as the ramp would."""
     out = refused(check_exercise_2(lambda f, reversal, head: head(gradlab.reverse_gradient(f, 0.5))))
     assert "with reversal.factor set to 1.5" in out and "-1.5 times the plain gradient" in out
-    assert "use the reversal layer passed in" in out
+    assert "call the reversal layer passed in, reversal(features)," in out
 
 
 class _HardCoded(keras.callbacks.Callback):
@@ -144,6 +145,7 @@ def test_exercise_2_refuses_the_layers_factor_read_as_a_python_number(refused):
     out = refused(check_exercise_2(lambda f, reversal, head: head(gradlab.reverse_gradient(f, reversal.factor))))
     assert "inside a tf.function, after reversal.factor changed to 1.5" in out
     assert "read once, as a Python number, while tracing (notebook 11, §3.1)" in out
+    assert "call the layer, reversal(features), which reads its factor at every call" in out
 
 
 def test_exercise_2_refuses_a_hard_coded_gradient(refused):
@@ -163,3 +165,34 @@ def test_exercise_2_refuses_a_hard_coded_gradient(refused):
         return head(reverse(f))
     out = refused(check_exercise_2(hard_coded))
     assert out.startswith("Not yet: inside a tf.function, after reversal.factor changed to 0.5")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7, 2024])
+def test_held_out_cases_decide_as_the_public_ones(seed, accepted, refused):
+    """The instructor edition's held-out cases (check_exercise_N(..., seed=...)): other inputs, same verdicts."""
+    accepted(check_exercise_1(_Ramp, seed=seed))
+    accepted(check_exercise_2(lambda f, reversal, head: head(reversal(f)), seed=seed))
+    assert "It starts again at the second epoch" in refused(check_exercise_1(_PerEpoch, seed=seed))
+    assert "it gets it reversed" in refused(check_exercise_2(lambda f, reversal, head: reversal(head(f)), seed=seed))
+    assert "call the layer, reversal(features)" in refused(
+        check_exercise_2(lambda f, reversal, head: head(gradlab.reverse_gradient(f, reversal.factor)), seed=seed))
+
+
+def test_held_out_cases_refuse_answers_fitted_to_the_public_ones(refused):
+    """The public ramp's factors, or the public features' gradient, written into the answer: a seed refuses them."""
+    assert "the ramp is" in refused(check_exercise_1(_HardCoded, seed=3))
+    features = tf.constant(np.random.default_rng(0).normal(size=(4, 3)), tf.float32)
+    keras.utils.set_random_seed(0)
+    head = keras.layers.Dense(1)
+    with tf.GradientTape() as tape:
+        tape.watch(features)
+        loss = keras.losses.BinaryCrossentropy(from_logits=True)(tf.constant([[0.0], [0.0], [1.0], [1.0]]), head(features))
+    plain = tape.gradient(loss, features)
+
+    def hard_coded(f, reversal, head):
+        @tf.custom_gradient
+        def reverse(t):
+            return tf.identity(t), lambda dy: -0.5 * plain
+        return head(reverse(f))
+    assert check_exercise_2.verdict(hard_coded).passed is False    # the public case's second factor refuses it too
+    assert "the features receive" in refused(check_exercise_2(hard_coded, seed=3))

@@ -5,9 +5,12 @@ import itertools
 import re
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
-from exercises.higher_order import _transposed, check_exercise_1, check_exercise_2
+import gradlab
+from exercises.higher_order import (_broken_log_or_zero, _broken_quantized, _broken_smooth_abs, _transposed,
+                                    check_exercise_1, check_exercise_2, check_exercise_3)
 
 
 def test_exercise_1_accepts_the_right_predictions(accepted):
@@ -118,3 +121,127 @@ def test_exercise_2_refuses_the_first_cases_numbers_by_call_order(refused):
     assert out.startswith("Not yet: on tf.sin, at x = [ 0.58  0.95 -0.47] with u = [-2.7  0.4 -2.1],\n"
                           "you get [0.9553 1.6507 1.0871];")
     assert "That is the JVP at the first x and u, which passed: compute it from the fn, x and u you are given." in out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2024])
+def test_exercise_2_held_out_cases_decide_as_the_public_ones(seed):
+    """The instructor edition's held-out cases (check_exercise_2(..., seed=...)): other x and u, same verdicts."""
+    assert check_exercise_2.verdict(_transpose, seed=seed).passed
+
+    def vjp_of_u(fn, x, u):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x)
+        return tape.gradient(y, x, output_gradients=u)
+    for wrong in (lambda fn, x, u: u, vjp_of_u, lambda fn, x, u: _transpose(fn, x, None)):
+        assert not check_exercise_2.verdict(wrong, seed=seed).passed
+
+
+def test_exercise_2_held_out_cases_refuse_an_answer_fitted_to_the_public_ones():
+    rng = np.random.default_rng(15)
+    public = [np.float32([0.3, -0.6, 1.2]), np.round(rng.uniform(-1.5, 1.5, 3), 2).astype(np.float32)]
+
+    def fitted(fn, x, u):
+        return _transpose(fn, x, u) if any(np.array_equal(x.numpy(), p) for p in public) else u
+    assert check_exercise_2.verdict(fitted).passed
+    assert not check_exercise_2.verdict(fitted, seed=7).passed
+
+
+# --- exercise 3: diagnose three broken functions -----------------------------------------------------
+
+
+
+def _quantized(x):
+    return gradlab.straight_through(tf.round(x * 4.0) / 4.0, x)
+
+
+def _smooth_abs(x):
+    return tf.sqrt(x ** 2 + 1.0)
+
+
+def _log_or_zero(x):
+    positive = x > 0.0
+    return tf.where(positive, tf.math.log(tf.where(positive, x, 1.0)), 0.0)
+
+
+def _numpy_with_a_gradient(x):
+    """The NumPy detour kept, with a backward pass in TensorFlow ops (tf.custom_gradient)."""
+    @tf.custom_gradient
+    def inner(x):
+        y = tf.numpy_function(lambda a: np.sqrt(a ** 2 + 1.0).astype(np.float32), [x], tf.float32)
+        return tf.reshape(y, tf.shape(x)), lambda dy: dy * x / tf.sqrt(x ** 2 + 1.0)
+    return inner(x)
+
+
+@pytest.mark.parametrize("seed", [None, 0, 7])
+@pytest.mark.parametrize("answers", [
+    (_quantized, _smooth_abs, _log_or_zero),
+    (lambda x: x + tf.stop_gradient(tf.round(x * 4.0) / 4.0 - x), _numpy_with_a_gradient,
+     lambda x: tf.where(x > 0.0, tf.math.log(tf.maximum(x, 1e-30)), 0.0)),
+], ids=["taught", "other right techniques"])
+def test_exercise_3_accepts_right_answers(answers, seed, accepted):
+    assert accepted(check_exercise_3(*answers, seed=seed)).startswith("Correct! quantized keeps its quarters")
+
+
+@pytest.mark.parametrize("seed", [None, 3])
+def test_exercise_3_refuses_the_starting_point_and_points_at_the_doctor(seed, refused):
+    out = refused(check_exercise_3(_broken_quantized, _broken_smooth_abs, _broken_log_or_zero, seed=seed))
+    assert "no gradient reaches x through quantized (tape.gradient returns None)" in out
+    assert "What does gradlab.explain_gradient(quantized, x) say, with x = tf.constant([" in out
+    assert "straight" not in out and "stop_gradient" not in out  # no fix given away
+    out = refused(check_exercise_3(_quantized, _broken_smooth_abs, _broken_log_or_zero, seed=seed))
+    assert "no gradient reaches x through smooth_abs" in out and "explain_gradient(smooth_abs, x)" in out
+    out = refused(check_exercise_3(_quantized, _smooth_abs, _broken_log_or_zero, seed=seed))
+    assert "log_or_zero's gradient holds nan at x = 0" in out and "explain_gradient(log_or_zero, x)" in out
+    assert "double" not in out
+
+
+def test_exercise_3_held_out_inputs_differ_but_keep_the_traps():
+    from exercises.higher_order import _X3, _held_out_3
+    for seed in (0, 1, 2):
+        x, dy = _held_out_3(seed)
+        assert x != _X3 and 0.0 in x and any(0.0 < v < 1e-4 for v in x) and all(d != 0 for d in dy)
+
+
+@pytest.mark.parametrize("answers, message", [
+    ((lambda x: x, _smooth_abs, _log_or_zero), "quantized changed its value: at x = 1e-06 it returns 1e-06"),
+    ((tf.stop_gradient, _smooth_abs, _log_or_zero), "quantized changed its value"),
+    ((lambda x: tf.stop_gradient(_broken_quantized(x)), _smooth_abs, _log_or_zero), "no gradient reaches x"),
+    ((lambda x: gradlab.straight_through(_broken_quantized(x), tf.clip_by_value(x, -1.0, 1.0)), _smooth_abs,
+      _log_or_zero), "saturating estimator (the hard tanh)"),
+    ((lambda x: gradlab.straight_through(_broken_quantized(x), 4.0 * x), _smooth_abs, _log_or_zero), "x receives 4 dy"),
+    ((_quantized, lambda x: tf.numpy_function(lambda a: np.sqrt(a ** 2 + 1.0), [x], tf.float32), _log_or_zero),
+     "no gradient reaches x through smooth_abs"),
+    ((_quantized, lambda x: tf.sqrt(tf.stop_gradient(x) ** 2 + 1.0), _log_or_zero), "no gradient reaches x"),
+    ((_quantized, lambda x: x ** 2 + 1.0, _log_or_zero), "smooth_abs changed its value"),
+    ((_quantized, _smooth_abs, lambda x: tf.where(x > 0.0, tf.math.log(x + 1e-8), 0.0)),
+     "log_or_zero changed its value: at x = 1e-06"),
+    ((_quantized, _smooth_abs, lambda x: tf.where(x > 0.0, tf.math.log(tf.abs(x)), 0.0)),
+     "log_or_zero's gradient holds nan at x = 0"),
+    ((_quantized, _smooth_abs, lambda x: tf.math.log(tf.maximum(x, 1e-30))), "log_or_zero changed its value"),
+])
+def test_exercise_3_names_the_symptom_of_typical_mistakes(answers, message, refused):
+    assert message in refused(check_exercise_3(*answers))
+
+
+def _rule(forward, backward):
+    @tf.custom_gradient
+    def op(x):
+        return forward(x), lambda dy: backward(x, dy)
+    return op
+
+
+def test_exercise_3_catches_a_rule_that_forgets_dy(refused):
+    out = refused(check_exercise_3(_rule(_broken_quantized, lambda x, dy: tf.ones_like(dy)), _smooth_abs, _log_or_zero))
+    assert "x receives 1 whatever dy is: multiply by dy." in out
+    assert "with upstream dy = [ 0.5 , -1.  ,  2.  ,  1.5 , -0.25,  0.75,  1.25]" in out
+    out = refused(check_exercise_3(_quantized, _rule(_smooth_abs, lambda x, dy: x / tf.sqrt(x ** 2 + 1.0)), _log_or_zero))
+    assert "smooth_abs: with upstream dy" in out and "whatever dy is" in out
+    out = refused(check_exercise_3(_quantized, _rule(_smooth_abs, lambda x, dy: dy * 2.0 * x), _log_or_zero))
+    assert "the square root's own derivative is missing" in out
+
+
+def test_exercise_3_survives_bad_answers(refused):
+    assert "ZeroDivisionError" in refused(check_exercise_3(lambda x: 1 / 0, _smooth_abs, _log_or_zero))
+    assert "must return a tensor of x's shape" in refused(check_exercise_3(lambda x: None, _smooth_abs, _log_or_zero))
+    assert "must return a tensor of x's shape" in refused(check_exercise_3(_quantized, lambda x: x[:2], _log_or_zero))

@@ -1,6 +1,7 @@
 """The self-checks of notebook 10 (exercises/legacy.py) accept the answers and explain mistakes."""
 from __future__ import annotations
 
+import pytest
 import tensorflow as tf
 
 import gradlab
@@ -126,3 +127,31 @@ def test_exercise_2_refuses_a_hard_coded_gradient(refused):
         return tf.identity(x), lambda dy: tf.constant([0.1, -0.05, -0.1, 0.07])
     out = refused(check_exercise_2(hard_coded))
     assert out.startswith("Not yet")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2024])
+def test_held_out_cases_decide_as_the_public_ones(seed):
+    """The instructor edition's held-out cases (check_exercise_N(..., seed=...)): other inputs, same verdicts."""
+    assert check_exercise_1.verdict(_overriding(_leaky), seed=seed).passed
+    for wrong in (lambda op, grad: tf.where(op.inputs[0] > 0, 1.0, 0.1), lambda op, grad: grad,
+                  lambda op, grad: grad * tf.where(op.inputs[0] > 0, 0.1, 1.0)):
+        assert not check_exercise_1.verdict(_overriding(wrong), seed=seed).passed
+    assert not check_exercise_1.verdict(tf.nn.relu, seed=seed).passed
+    assert check_exercise_2.verdict(lambda x: gradlab.clip_gradient(x, -0.1, 0.1), seed=seed).passed
+    for wrong in (_identity_mapped_to("CustomClipGrad"), lambda x: gradlab.clip_gradient(x, -0.2, 0.2),
+                  lambda x: gradlab.scale_gradient(x, 0.1), tf.function(_identity_mapped_to("TestLegacyClip"))):
+        assert not check_exercise_2.verdict(wrong, seed=seed).passed
+
+
+def test_held_out_cases_refuse_answers_fitted_to_the_public_ones():
+    """Fitted to the public cases (4 and 5 inputs): the right rule there, another elsewhere."""
+    def fitted_1(op, grad):
+        return _leaky(op, grad) if op.inputs[0].shape[0] in (4, 5) else grad
+    assert check_exercise_1.verdict(_overriding(fitted_1)).passed
+    assert "Your fn returns grad unchanged" in check_exercise_1.verdict(_overriding(fitted_1), seed=7).message
+
+    @tf.custom_gradient
+    def fitted_2(x):
+        return tf.identity(x), lambda dy: tf.clip_by_value(dy, -0.1, 0.1) if x.shape[0] in (4, 5) else 0.1 * dy
+    assert check_exercise_2.verdict(fitted_2).passed
+    assert "That scales dy by 0.1" in check_exercise_2.verdict(fitted_2, seed=7).message

@@ -1,6 +1,7 @@
 """The self-checks of notebook 07 (exercises/optimizer.py) accept the answers and explain mistakes."""
 from __future__ import annotations
 
+import pytest
 import tensorflow as tf
 
 from exercises.optimizer import check_exercise_1, check_exercise_2
@@ -112,9 +113,33 @@ def test_exercise_2_reports_wrong_lengths_shapes_none_and_raising_answers(refuse
 
 
 def test_exercise_1_refuses_a_hard_coded_max_norm(refused):
-    """Issue 39: the cases use different max_norm values, so 6.5 written into the answer fails."""
+    """Issue 39: the second case uses another max_norm, so 6.5 written into the answer fails there, named."""
     out = refused(check_exercise_1(lambda grads, max_norm: _global_clip(grads, 6.5)))
-    assert "and max_norm 1.3 you return" in out
+    assert "for gradients [[6.0, 8.0], [[0.0, 24.0]]] (global norm 26.0) and max_norm 2.6 you return" in out
+    assert "by 0.2500; the factor is min(1, 2.6 / 26.0) = 0.1000:\nthat is the factor for max_norm 6.5, not this case's " \
+           "2.6. Is 6.5 written into your\nfunction?" in out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7, 2024])
+def test_held_out_cases_decide_as_the_public_ones(seed, accepted, refused):
+    """The instructor edition's held-out cases (check_exercise_N(..., seed=...)): other inputs, same verdicts."""
+    accepted(check_exercise_1(_global_clip, seed=seed))
+    accepted(check_exercise_2(_hidden_slower, seed=seed))
+    assert "per-variable" in refused(check_exercise_1(lambda grads, max_norm: [tf.clip_by_norm(g, max_norm) for g in grads],
+                                                      seed=seed))
+    assert "tf.clip_by_global_norm" in refused(
+        check_exercise_1(lambda grads, max_norm: tf.clip_by_global_norm(grads, max_norm)[0], seed=seed))
+    assert "Which attribute of a variable" in refused(check_exercise_2(lambda grads, variables: grads, seed=seed))
+
+
+def test_held_out_cases_refuse_answers_fitted_to_the_public_ones(refused):
+    """max_norm 6.5 written in passes the first public case; positions or shapes written in pass the first model."""
+    assert "and max_norm" in refused(check_exercise_1(lambda grads, max_norm: _global_clip(grads, 6.5), seed=1))
+    assert "Is 2.6 written into" in refused(check_exercise_1(lambda grads, max_norm: _global_clip(grads, 2.6), seed=1))
+    by_position = lambda grads, variables: [g * f for g, f in zip(grads, (0.1, 0.1, 1.0, 1.0))]  # noqa: E731
+    assert not check_exercise_2.verdict(by_position, seed=1).passed
+    by_shape = lambda grads, variables: [g * 0.1 if tuple(g.shape) in ((3, 4), (4,)) else g for g in grads]  # noqa: E731
+    assert not check_exercise_2.verdict(by_shape, seed=1).passed
 
 
 def test_exercise_2_refuses_hard_coded_factors_by_position(refused):

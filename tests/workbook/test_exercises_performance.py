@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import gradlab
@@ -113,3 +114,40 @@ def test_exercise_2_refuses_hard_coded_values_and_gradient(refused):
     out = refused(check_exercise_2(hard_coded_gradient))
     assert out.startswith("Not yet: on other points, the values are right, but the gradient is not passed straight")
     assert "x receives [1. 2. 3. 4.]..." in out and "numbers fixed in advance?" in out
+
+
+def _halves_up(x):
+    return gradlab.straight_through(tf.floor(x * 4.0 + 0.5) / 4.0, x)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2024])
+def test_held_out_cases_decide_as_the_public_ones(seed):
+    """The instructor edition's held-out cases (check_exercise_N(..., seed=...)): other inputs, same verdicts."""
+    def unpaired(log, technique):
+        def median(name):
+            return np.median([r["seconds"] for r in log if r["technique"] == name and r["round"] >= 1])
+        return median(technique) / median("none")
+    assert check_exercise_1.verdict(_fair, seed=seed).passed
+    for wrong in (unpaired, lambda log, technique: _fair(log, "scale" if technique != "scale" else "clip"),
+                  lambda log, technique: float(np.mean(_per_round(log, technique)))):
+        assert not check_exercise_1.verdict(wrong, seed=seed).passed
+    assert check_exercise_2.verdict(lambda x: gradlab.straight_through(tf.round(x * 4.0) / 4.0, x), seed=seed).passed
+    for wrong in (quantize_numpy, _halves_up, lambda x: tf.round(x * 4.0) / 4.0 + 0.0 * x):
+        assert not check_exercise_2.verdict(wrong, seed=seed).passed
+
+
+def test_held_out_cases_refuse_answers_fitted_to_the_public_ones():
+    """Fitted to the public cases: the public logs' ratios by technique; halves rounded right for 41 points only."""
+    from exercises.performance import _fair_ratio_reference, _made_up_log
+    table = {technique: _fair_ratio_reference(_made_up_log(draw, technique), technique)
+             for draw, technique in ((1, "scale"), (2, "clip"))}
+
+    def fitted_1(log, technique):
+        return table.get(technique, 1.0)
+    assert check_exercise_1.verdict(fitted_1).passed
+    assert not check_exercise_1.verdict(fitted_1, seed=7).passed
+
+    def fitted_2(x):                                     # the shape is static: XLA compiles either branch
+        return gradlab.straight_through(tf.round(x * 4.0) / 4.0, x) if x.shape[0] == 41 else _halves_up(x)
+    assert check_exercise_2.verdict(fitted_2).passed
+    assert "(4x is a half: np.round rounds it to even)" in check_exercise_2.verdict(fitted_2, seed=7).message

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from exercises.questions import (ACCUMULATION_CASES, CLIPPING_CASES, _accumulation_case, _clipping_case,
-                                 check_exercise_1, check_exercise_2)
+                                 _held_out_clipping, check_exercise_1, check_exercise_2)
 
 
 def _accumulated(loss_fn, variables, micro_batches):
@@ -134,3 +135,37 @@ def test_the_clipping_problems_clip_some_examples_and_not_others():
         norms, clip = _clipping_case(*case)[3], case[3]
         assert (norms > clip).any() and (norms < clip).any() or (norms > clip).all()
         assert not np.allclose(_clipping_case(*case)[2]["right"], _clipping_case(*case)[2]["average clipped"])
+
+
+def _clip_the_average(losses_fn, w, clip):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(losses_fn(w))
+    return tf.clip_by_norm(tape.gradient(loss, w), clip)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2024])
+def test_held_out_cases_decide_as_the_public_ones(seed):
+    """The instructor edition's held-out cases (check_exercise_N(..., seed=...)): other problems, same verdicts."""
+    assert check_exercise_1.verdict(_accumulated, seed=seed).passed
+    assert not check_exercise_1.verdict(_summed_losses, seed=seed).passed
+    assert not check_exercise_1.verdict(lambda f, v, batches: [g * len(batches) for g in _accumulated(f, v, batches)],
+                                        seed=seed).passed
+    assert check_exercise_2.verdict(_per_example_clipped, seed=seed).passed
+    for wrong in (_clip_the_average, lambda f, w, clip: _per_example_clipped(f, w, clip) * 2.0,
+                  lambda f, w, clip: _per_example_clipped(f, w, 1e9)):
+        assert not check_exercise_2.verdict(wrong, seed=seed).passed
+    case = _held_out_clipping(seed)[0]
+    norms = _clipping_case(*case)[3]
+    assert (norms > case[3]).any() and (norms < case[3]).any()
+
+
+def test_held_out_cases_refuse_answers_fitted_to_the_public_ones():
+    """Fitted to the public cases: their right answers, looked up by the number of micro-batches and by the bound."""
+    full = {steps: _accumulation_case(*case)[4] for case in ACCUMULATION_CASES for steps in [case[1]]}
+    fitted_1 = lambda f, variables, batches: full.get(len(batches), [tf.zeros_like(v) for v in variables])  # noqa: E731
+    assert check_exercise_1.verdict(fitted_1).passed
+    assert not check_exercise_1.verdict(fitted_1, seed=7).passed
+    right = {case[3]: _clipping_case(*case)[2]["right"] for case in CLIPPING_CASES}
+    fitted_2 = lambda f, w, clip: tf.constant(right.get(clip, np.zeros(w.shape)))  # noqa: E731
+    assert check_exercise_2.verdict(fitted_2).passed
+    assert not check_exercise_2.verdict(fitted_2, seed=7).passed

@@ -38,7 +38,7 @@ def test_exercise_1_refuses_an_epsilon_or_a_clamp(refused):
     out = refused(check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(x + 1e-8), 0.0)))
     assert "at x = 1e-37 safe_log returns -18.4207; expected log(x) = -85.1956" in out
     assert "An epsilon or a clamp changes log near 0" in out
-    assert "A clamp changes log x below it" in refused(
+    assert "Your clamp 1e-30 changes log x below it" in refused(
         check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(tf.maximum(x, 1e-30)), 0.0)))
     assert "returns -69.0776; expected log(x) = -85.1956" in refused(
         check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(tf.maximum(x, 1e-30)), 0.0))
@@ -48,17 +48,31 @@ def test_exercise_1_refuses_an_epsilon_or_a_clamp(refused):
     )  # an eps too small for 1/eps
 
 
-def test_exercise_1_refuses_a_clamp_just_above_or_at_the_smallest_normal(refused):
+def test_exercise_1_refuses_a_clamp_just_above_the_smallest_normal(refused):
     """Issue 39: a clamp at 1e-37 or 2e-38 changes log x below it, which the smallest normals show."""
     out = refused(check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(tf.maximum(x, 1e-37)), 0.0)))
     assert "at x = 2e-38 safe_log returns -85.1956; expected log(x) = -86.8051" in out
-    assert "A clamp changes log x below it" in out
+    assert "Your clamp 1e-37 changes log x below it" in out
     out = refused(check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(tf.maximum(x, 2e-38)), 0.0)))
     assert "at x = 1.17549e-38 safe_log returns -86.8051; expected log(x) = -87.3365" in out
-    assert "A clamp changes log x below it" in out
-    tiny = float(np.finfo(np.float32).tiny)    # exact for every normal x: the graph shows the clamp
-    out = refused(check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(tf.maximum(x, tiny)), 0.0)))
-    assert "the numbers are right here, but your function clamps x" in out and "A clamp changes log x" in out
+    assert ("Your clamp 2e-38 changes log x below it: at x = 1.17549e-38 (the smallest normal float32)\n"
+            "log(max(x, c)) is -86.8051, where log x is -87.3365.") in out
+
+
+def test_exercise_1_accepts_a_clamp_that_changes_no_value(accepted):
+    """A clamp at the smallest normal float32, or a subnormal one beside the double where, changes no value or
+    gradient TensorFlow computes (every float32 below it is 0 to TensorFlow): nothing observable to refuse."""
+    tiny = float(np.finfo(np.float32).tiny)
+    accepted(check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(tf.maximum(x, tiny)), 0.0)))
+    accepted(check_exercise_1(lambda x: _double_where_log(tf.maximum(x, 1e-38))))
+
+
+def test_exercise_1_held_out_points_name_a_clamp_by_what_it_changes(refused):
+    """The held-out points (no smallest normal among them) pass a 2e-38 clamp's numbers; the graph shows it,
+    and the message says what it changes."""
+    out = refused(check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(tf.maximum(x, 2e-38)), 0.0), seed=3))
+    assert out.startswith("Not yet: the numbers are right here, but your function clamps x.\nYour clamp 2e-38")
+    assert "log(max(x, c)) is -86.8051, where log x is -87.3365" in out
 
 
 def test_exercise_1_names_a_subnormal_clamp_flushed_to_zero(refused):
@@ -130,6 +144,21 @@ def test_exercise_2_refuses_a_dense_copy_of_the_table(refused):
         table = tf.scatter_nd(tf.expand_dims(slices.indices, 1), slices.values, slices.dense_shape)
         return tf.IndexedSlices(tf.gather(table, ids), ids, slices.dense_shape)
     assert "[1000, 3] (ScatterNd)" in refused(check_exercise_2(via_scatter))
+
+
+def test_exercise_2_names_the_dense_table_a_one_hot_product_builds(refused):
+    """A one-hot matrix (1000 x 5) times the rows builds the dense table (1000 x 3): the message names the table."""
+    def via_one_hot(slices):
+        ids, _ = tf.unique(slices.indices)
+        table = tf.matmul(tf.one_hot(slices.indices, slices.dense_shape[0], axis=0), slices.values)
+        return tf.IndexedSlices(tf.gather(table, ids), ids, slices.dense_shape)
+    assert "builds a tensor\nthe size of the whole table, [1000, 3] (MatMul)" in refused(check_exercise_2(via_one_hot))
+
+    def one_hot_only(slices):   # the one-hot matrix alone: a row for every id of the table, not the table
+        ids, _ = tf.unique(slices.indices)
+        selected = tf.gather(tf.one_hot(slices.indices, slices.dense_shape[0], axis=0), ids)
+        return tf.IndexedSlices(tf.matmul(selected, slices.values), ids, slices.dense_shape)
+    assert "with a row for every id of the table (1000 rows), [1000, 5] (OneHot)" in refused(check_exercise_2(one_hot_only))
 
 
 def test_exercise_2_refuses_a_segment_sum_as_large_as_the_largest_id(refused):

@@ -1,6 +1,7 @@
 """The self-checks of notebook 11 (exercises/reference.py) accept the answers and explain mistakes."""
 from __future__ import annotations
 
+import pytest
 import tensorflow as tf
 
 import gradlab
@@ -148,11 +149,44 @@ def test_exercise_2_refuses_hard_coded_factors(refused):
         return step, lambda value: factor.assign(0.5)
     out = refused(check_exercise_2(make_step))
     assert out.startswith("Not yet: with other numbers, with factor 1.5 the gradient of scale_gradient(t, 1.5) "
-                          "at t = -3 should be 1.5; got 5.0.")
+                          "at t = -3 should be 1.5; got 5.0.\nThat is the first case's factor, make_step(5.0): is 5 "
+                          "written into your code?")
 
     def ignores_the_new_value(initial):
         step, set_factor = _make_step(live=True)(initial)
         return step, lambda value: set_factor(0.5)
-    assert "with other numbers, after set_factor(-0.25) the gradient should be -0.25; got 0.5." in refused(
-        check_exercise_2(ignores_the_new_value)
-    )
+    out = refused(check_exercise_2(ignores_the_new_value))
+    assert "with other numbers, after set_factor(-0.25) the gradient should be -0.25; got 0.5.\nThat is the first " \
+           "case's new factor, set_factor(0.5): is 0.5 written into your code?" in out
+
+
+def test_exercise_1_names_values_fixed_in_advance(refused):
+    """A value that is the first points' signs whatever x is: named on the other points."""
+    first = tf.sign(tf.constant([-2.0, -0.5, 0.0, 0.25, 1.0, 1.5]))
+
+    @tf.custom_gradient
+    def fixed(t):
+        return tf.identity(first), lambda dy: dy * tf.cast(tf.abs(t) <= 1.0, t.dtype)
+    out = refused(check_exercise_1(fixed))
+    assert "That is sign of the first points, [-2, -0.5, 0, 0.25, 1, 1.5], whatever x is" in out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7, 2024])
+def test_held_out_cases_decide_as_the_public_ones(seed, accepted, refused):
+    """The instructor edition's held-out cases (check_exercise_N(..., seed=...)): other inputs, same verdicts."""
+    accepted(check_exercise_1(_hard_sign, seed=seed))
+    accepted(check_exercise_2(_make_step(live=True), seed=seed))
+    assert "does grad multiply by dy?" in refused(check_exercise_1(_hard_sign_forgets_dy, seed=seed))
+    assert "read the Python number\nonce, while tracing" in refused(check_exercise_2(_make_step(live=False), seed=seed))
+
+
+def test_held_out_cases_refuse_answers_fitted_to_the_public_ones(refused):
+    """The first case's gradient, or its factors, written into the answer: a seed refuses and names them."""
+    first = tf.constant([0.0, -2.0, 0.5, 4.0, -1.5, 0.0])
+    out = refused(check_exercise_1(lambda x: _hard_sign_with(lambda dy, t: first)(x), seed=3))
+    assert "on other points" in out
+
+    def ignores_the_new_value(initial):
+        step, set_factor = _make_step(live=True)(initial)
+        return step, lambda value: set_factor(0.5)
+    assert "is 0.5 written into your code?" in refused(check_exercise_2(ignores_the_new_value, seed=3))

@@ -4,10 +4,11 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import gradlab
-from exercises.straight_through import _OPS, check_exercise_1, check_exercise_2, quantize
+from exercises.straight_through import _OPS, _other_ops, check_exercise_1, check_exercise_2, quantize
 
 
 def _gradient_of(fn, x):
@@ -166,9 +167,9 @@ def test_exercise_1_refuses_a_lookup_by_call_order(refused):
     assert "for tf.unique(x)[0] at x = [ 1.12  0.42  0.84 -1.64  0.52  1.92] you return 'flows'" in out
 
 
-def _first_case_of_exercise_2():
+def _first_case_of_exercise_2(seed=2):
     """The first case's inputs, upstream gradients and expected gradient, as the check draws them (seed 2)."""
-    rng = np.random.default_rng(2)
+    rng = np.random.default_rng(seed)
     signs = rng.choice(np.array([-1.0, 1.0]), 100_000)
     x = (signs * 10.0 ** rng.uniform(-3.0, 9.0, 100_000)).astype(np.float32)
     dy = rng.uniform(0.5, 2.0, 100_000).astype(np.float32)
@@ -194,3 +195,33 @@ def test_exercise_2_refuses_a_hard_coded_answer(refused):
     out = refused(check_exercise_2(hard_coded_gradient))
     assert out.startswith("Not yet: on 100,000 other inputs, the gradient is wrong at ")
     assert "or return numbers fixed in advance?" in out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2024])
+def test_held_out_cases_decide_as_the_public_ones(seed):
+    """The instructor edition's held-out cases (check_exercise_N(..., seed=...)): other inputs, same verdicts."""
+    assert check_exercise_1.verdict(_right_case, seed=seed).passed
+    for wrong in (_starting_point, _uncaught, _zeros_as_none):
+        assert not check_exercise_1.verdict(wrong, seed=seed).passed
+    assert check_exercise_2.verdict(lambda x: gradlab.straight_through(quantize(x), _hard_tanh(x)), seed=seed).passed
+    assert not check_exercise_2.verdict(lambda x: gradlab.straight_through(quantize(x), x), seed=seed).passed
+
+
+def test_held_out_cases_refuse_answers_fitted_to_the_public_ones():
+    """Answers fitted to the public cases: the cases in the order of the calls, a gradient only for the public x."""
+    public = [_right_case(fn, tf.constant(values, tf.float32)) for _, fn, values in _OPS + _other_ops()]
+    calls = itertools.count()
+
+    def by_order(fn, x):
+        return public[next(calls) % len(public)]
+    assert check_exercise_1.verdict(by_order).passed
+    assert not check_exercise_1.verdict(by_order, seed=7).passed
+
+    seen = [_first_case_of_exercise_2()[0][:5]] + [_first_case_of_exercise_2(3)[0][:5]]
+
+    @tf.custom_gradient
+    def fitted(t):
+        known = any(np.array_equal(t.numpy()[:5], x) for x in seen)
+        return quantize(t), lambda dy: dy * tf.cast(tf.abs(t) <= 1.0, t.dtype) if known else dy
+    assert check_exercise_2.verdict(fitted).passed
+    assert "the gradient is dy everywhere" in check_exercise_2.verdict(fitted, seed=7).message

@@ -112,3 +112,36 @@ def test_exercise_2_refuses_a_hard_coded_triangle(refused):
     triangle = tf.constant([0.0, 0.4, 0.9, 0.8, 0.3, 0.0])
     out = refused(check_exercise_2(_step(lambda x, dy: dy * triangle)))
     assert out.startswith("Not yet: on other points, the gradient scales with dy but is not dy * max(0, 1 - |x|)")
+
+
+_ARCTAN_RULE = _step(lambda x, dy: dy / (1.0 + tf.square(np.pi * x)))
+_TRIANGLE_RULE = _step(lambda x, dy: dy * tf.maximum(0.0, 1.0 - tf.abs(x)))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2024])
+def test_held_out_cases_decide_as_the_public_ones(seed):
+    """The instructor edition's held-out cases (check_exercise_N(..., seed=...)): other inputs, same verdicts."""
+    assert check_exercise_1.verdict(_ARCTAN_RULE, seed=seed).passed
+    assert check_exercise_1.verdict(lambda x: gradlab.straight_through(heaviside(x), _arctan(x)), seed=seed).passed
+    for wrong in (lambda x, dy: 1.0 / (1.0 + tf.square(np.pi * x)), lambda x, dy: dy, lambda x, dy: 0.0 * dy):
+        assert not check_exercise_1.verdict(_step(wrong), seed=seed).passed
+    assert check_exercise_2.verdict(_TRIANGLE_RULE, seed=seed).passed
+    assert check_exercise_2.verdict(gradlab.surrogate_step, seed=seed).passed
+    for wrong in (lambda x, dy: tf.maximum(0.0, 1.0 - tf.abs(x)), lambda x, dy: 2.0 * dy):
+        assert not check_exercise_2.verdict(_step(wrong), seed=seed).passed
+
+
+def _fitted(public, right):
+    """A step whose grad is ``right`` at the points the public check tries (a table of them), dy elsewhere."""
+    return _step(lambda x, dy: right(x, dy) if any(np.array_equal(x.numpy(), np.float32(p)) for p in public) else dy)
+
+
+def test_held_out_cases_refuse_answers_fitted_to_the_public_ones():
+    public = [np.linspace(-2.5, 2.5, 41), np.random.default_rng(8).uniform(-3.0, 3.0, 29)]
+    fitted = _fitted(public, lambda x, dy: dy / (1.0 + tf.square(np.pi * x)))
+    assert check_exercise_1.verdict(fitted).passed
+    assert "your grad returns dy unchanged" in check_exercise_1.verdict(fitted, seed=7).message
+    public = [[-1.5, -0.6, -0.1, 0.2, 0.7, 1.4], [-0.9, -0.3, 0.05, 0.45, 1.1, 2.0]]
+    fitted = _fitted(public, lambda x, dy: dy * tf.maximum(0.0, 1.0 - tf.abs(x)))
+    assert check_exercise_2.verdict(fitted).passed
+    assert "is not dy * max(0, 1 - |x|)" in check_exercise_2.verdict(fitted, seed=7).message

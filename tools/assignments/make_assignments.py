@@ -19,8 +19,9 @@ One source of truth: everything is generated from the workbook's notebooks and t
    starter code, no solution, and the tests) and ``autograder/`` (the solutions notebook and the
    autograder zip, renamed ``NN_name-autograder.zip``);
 4. writes ``colab/NN_name.ipynb``: the student notebook whose first cell installs, on Colab, what it
-   needs (the workbook's own Colab cell, reused as it stands, then otter-grader at its pin and the
-   question's tests).
+   needs: the workbook cloned from ``[colab] repository`` in ``points.toml`` (default: pyproject.toml's
+   Homepage) and checked out at the commit the edition is built from, gradlab from it, otter-grader at
+   its pin, and the question's tests.
 5. writes ``grader/``: what ``make grade`` (``grade.py``) grades with, and ``manifest.json``, the
    SHA-256 of each of its files.
 
@@ -56,7 +57,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT / "tools") not in sys.path:
     sys.path.insert(0, str(ROOT / "tools"))
-from nblint import COLAB_REPO, bound_names  # noqa: E402  (the linter's Colab cell and its reading of what a cell defines)
+from nblint import bound_names  # noqa: E402  (the linter's reading of what a cell defines)
 import project_home  # noqa: E402  (the workbook's home, from pyproject.toml: what the Colab version clones)
 
 NOTEBOOKS = ROOT / "notebooks"
@@ -503,24 +504,55 @@ def source_notebook(path: Path, held_out: int = 0) -> tuple[nbformat.NotebookNod
 # The Colab version
 # ------------------------------------------------------------------------------------------------
 
-def colab_cell(notebook_path: Path, tests: dict[str, str]) -> str:
-    """The Colab version's first cell: the workbook's own Colab cell, then otter-grader and the tests."""
+def colab_repository(table: dict | None = None) -> str:
+    """What the Colab version clones: ``[colab] repository`` in points.toml, else pyproject.toml's Homepage.
+
+    Any URL ``git clone`` takes (``https://github.com/<you>/<repo>``, ``file:///...``). The commit the
+    clone is pinned to must be reachable there: push it before handing the notebooks out.
+    """
+    table = points_table() if table is None else table
+    repository = table.get("colab", {}).get("repository", project_home.HOMEPAGE)
+    if not isinstance(repository, str) or not repository.strip() or any(c in repository for c in "\n\"'{}"):
+        raise ConventionError(f"{POINTS_TABLE.name}: [colab] repository is {repository!r}; it must be a URL git "
+                              "clones, e.g. \"https://github.com/<you>/<repo>\"")
+    return repository.strip()
+
+
+def colab_cell(notebook_path: Path, tests: dict[str, str], repository: str | None = None,
+               commit: str | None = None) -> str:
+    """The Colab version's first cell: the workbook at ``commit`` from ``repository``, then otter-grader and the tests.
+
+    ``repository`` defaults to :func:`colab_repository` and ``commit`` to the full hash of ``HEAD``, the commit
+    the autograder is built from; both are baked in, since nothing can be set on Colab before the cell runs.
+    The clone is checked out at that commit; a clone that lacks it (a shallow one, or one made earlier)
+    fetches it first.
+    """
     workbook = nbformat.read(notebook_path, as_version=4)
     own = [c for c in workbook.cells if c.cell_type == "code" and "colab" in _tags(c)]
     if len(own) != 1:
         raise ConventionError(f"{notebook_path.name}: expected one code cell tagged 'colab'; found {len(own)}")
-    # It clones the workbook from its home, pyproject.toml's Homepage, as every notebook's Colab cell does.
-    home = COLAB_REPO.search(_source(own[0]))
-    if home is None or home[1] != project_home.HOMEPAGE:
-        raise ConventionError(f"{notebook_path.name}: the Colab cell clones {home[1] if home else 'nothing'}, not "
-                              f"pyproject.toml's Homepage {project_home.HOMEPAGE}: copy COLAB_CELL from tools/nblint.py")
+    repository = colab_repository() if repository is None else repository
+    commit = full_commit() if commit is None else commit
+    if not re.fullmatch(r"[0-9a-f]{40}", commit):
+        raise ConventionError(f"the Colab version pins the workbook to a commit: {commit!r} is not a full commit "
+                              "hash (build the edition in a git clone of the workbook)")
     files = json.dumps(tests, indent=4)
-    return ("# Run this cell first. On Colab it fetches the workbook, installs gradlab and otter-grader, and\n"
-            "# puts this assignment's tests beside the notebook (elsewhere it writes the tests if they are missing).\n"
-            + _source(own[0]).rstrip("\n") + "\n\n"
-            "# The assignment's own: otter-grader, at the version the autograder was built with, and the tests.\n"
+    return ("# Run this cell first. On Colab it fetches the workbook at the commit this assignment was built from,\n"
+            "# installs gradlab and otter-grader, and puts this assignment's tests beside the notebook (elsewhere\n"
+            "# it writes the tests if they are missing).\n"
+            "import os\nimport subprocess\nimport sys\n\n"
             'if "google.colab" in sys.modules or os.environ.get("GRADLAB_COLAB") == "1":\n'
-            f'    %pip install -q "otter-grader=={otter_version()}"\n'
+            f"    repository = {json.dumps(repository)}   # [colab] repository in points.toml\n"
+            f"    commit = {json.dumps(commit)}   # the autograder's\n"
+            '    git = ["git", "-C", "gradlab-workbook"]\n'
+            '    if not os.path.isdir("gradlab-workbook"):\n'
+            '        subprocess.run(["git", "clone", "-q", repository, "gradlab-workbook"], check=True)\n'
+            '    if subprocess.run(git + ["cat-file", "-e", commit + "^{commit}"], capture_output=True).returncode:\n'
+            "        subprocess.run(git + [\"fetch\", \"-q\", \"origin\", commit], check=True)   # a shallow or older clone\n"
+            '    subprocess.run(git + ["-c", "advice.detachedHead=false", "checkout", "-q", commit], check=True)\n'
+            '    %pip install -q "./gradlab-workbook[notebook]"\n'
+            '    sys.path.insert(0, os.path.abspath("gradlab-workbook/notebooks"))   # the workbook\'s helper modules\n'
+            f'    %pip install -q "otter-grader=={otter_version()}"   # the version the autograder was built with\n'
             "if not os.path.isdir(\"tests\"):          # where otter has put them (grading, the student folder), they stay\n"
             "    os.makedirs(\"tests\")\n"
             f"    for name, text in {textwrap.indent(files, '    ').lstrip()}.items():\n"
@@ -528,7 +560,8 @@ def colab_cell(notebook_path: Path, tests: dict[str, str]) -> str:
             "            test_file.write(text)\n")
 
 
-def colab_notebook(student: nbformat.NotebookNode, notebook_path: Path, tests: dict[str, str]) -> nbformat.NotebookNode:
+def colab_notebook(student: nbformat.NotebookNode, notebook_path: Path, tests: dict[str, str],
+                   repository: str | None = None, commit: str | None = None) -> nbformat.NotebookNode:
     """The student notebook with the Colab cell first and otter opened without a notebook path."""
     colab = copy.deepcopy(student)
     init = [c for c in colab.cells if c.cell_type == "code" and re.search(r"^grader = otter\.Notebook\(", _source(c), re.M)]
@@ -536,7 +569,7 @@ def colab_notebook(student: nbformat.NotebookNode, notebook_path: Path, tests: d
         raise ConventionError("the student notebook has no otter initialisation cell")
     # On Colab the notebook is not a file beside the kernel: otter reads the tests from ./tests.
     init[0].source = re.sub(r"otter\.Notebook\([^)]*\)", 'otter.Notebook(tests_dir="tests")', _source(init[0]))
-    cell = nbformat.v4.new_code_cell(colab_cell(notebook_path, tests))
+    cell = nbformat.v4.new_code_cell(colab_cell(notebook_path, tests, repository, commit))
     cell.metadata["tags"] = ["colab"]
     colab.cells.insert(0, cell)
     return colab
@@ -599,8 +632,12 @@ def grader_copy(path: Path, result: Path, questions: list[Question], held_out: i
     return grader
 
 
-def assign(path: Path, out: Path, run_tests: bool = False, held_out: int | None = None) -> dict[str, Path]:
-    """Generates every version of one notebook into ``out/<stem>/``; returns their paths."""
+def assign(path: Path, out: Path, run_tests: bool = False, held_out: int | None = None,
+           repository: str | None = None) -> dict[str, Path]:
+    """Generates every version of one notebook into ``out/<stem>/``; returns their paths.
+
+    ``repository``: what the Colab version clones (default: :func:`colab_repository`, from points.toml).
+    """
     from otter.assign import main as otter_assign
 
     held_out = seed() if held_out is None else held_out
@@ -616,10 +653,30 @@ def assign(path: Path, out: Path, run_tests: bool = False, held_out: int | None 
     tests = {p.name: p.read_text() for p in sorted((result / "student" / "tests").glob("*.py"))}
     (result / "colab").mkdir()
     colab_path = result / "colab" / path.name
-    nbformat.write(colab_notebook(student, path, tests), colab_path)
+    nbformat.write(colab_notebook(student, path, tests, repository, full_commit()), colab_path)
     grader = grader_copy(path, result, questions, held_out)
     return {"source": master, "student": student_path, "colab": colab_path,
             "solutions": result / "autograder" / path.name, "autograder": zip_path, "grader": grader}
+
+
+def full_commit() -> str:
+    """The full hash of ``HEAD``: the commit the edition is built from, which the Colab version checks out."""
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as error:
+        raise ConventionError("the Colab version pins the workbook to the commit the edition is built from: "
+                              "build it in a git clone of the workbook") from error
+
+
+def uncommitted() -> list[str]:
+    """The changed or new files of the working tree (what the Colab version's commit lacks), as git lists them."""
+    try:
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=normal"], cwd=ROOT,
+                                capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    return [line[3:] for line in status.splitlines() if line.strip()]
 
 
 def commit() -> str:
@@ -646,10 +703,17 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     held_out = seed()
+    repository = colab_repository()
+    print(f"The Colab version clones {repository} at commit {full_commit()[:12]} ([colab] repository in "
+          f"{POINTS_TABLE.name}); push that commit there before handing it out.")
+    changed = uncommitted()
+    if changed:
+        print(f"warning: {len(changed)} file(s) differ from that commit ({', '.join(changed[:3])}"
+              f"{', ...' if len(changed) > 3 else ''}): the Colab version runs the commit, not your working tree.")
     for path in paths:
         began = time.monotonic()
         try:
-            assign(path, args.out, run_tests=args.run_tests, held_out=held_out)
+            assign(path, args.out, run_tests=args.run_tests, held_out=held_out, repository=repository)
         except ConventionError as error:
             raise SystemExit(f"{error}\n(the instructor edition is generated from the workbook's exercise conventions: "
                              "see tools/assignments/make_assignments.py)") from error
