@@ -45,7 +45,7 @@ _STE = (
 )
 _NONE_VS_ZERO = f"{_NB02}, section 2, tells a None gradient from a zero one"
 
-#: Ops that round: piecewise constant, so TensorFlow gives them no gradient.
+#: Ops that round: piecewise constant, so their gradient is None (or, for TruncateMod, not registered).
 _ROUNDING = {"Round", "Floor", "Ceil", "Rint", "FloorDiv", "FloorMod", "TruncateDiv", "TruncateMod"}
 #: Ops that run Python: ``tf.numpy_function`` (PyFunc) and ``tf.py_function`` (EagerPyFunc).
 _PYTHON = {"PyFunc", "PyFuncStateless", "EagerPyFunc"}
@@ -140,7 +140,7 @@ class GradientReport(collections.abc.Sequence):
       >>> print(report)  # doctest: +ELLIPSIS
       Gradient report: 1 of 2 sources ok
       sources[0]: tensor float32 (2,): none, Round (Round) at <doctest ...>:1
-          why: tf.round is piecewise constant: TensorFlow registers no gradient for it ...
+          why: tf.round is piecewise constant: its registered gradient returns None ...
           fix: ...
       sources[1]: tf.Variable 'Variable:0' float32 (): ok
           why: a finite gradient, not all zero, reaches this source.
@@ -612,8 +612,10 @@ def _none_words(op: tf.Operation) -> Tuple[str, str]:
                 f"Remove the tf.stop_gradient if the gradient should flow; to keep a value but take the gradient of "
                 f"something else, use b + tf.stop_gradient(f - b) ({_NB02}, sections 1 and 3).")
     if t in _ROUNDING:
-        return (f"tf.{t.lower()} is piecewise constant: TensorFlow registers no gradient for it (its derivative "
-                "is 0 almost everywhere), so the tape returns None.",
+        said = ("its registered gradient returns None (its derivative is 0 almost everywhere), so the tape "
+                "returns None" if _registered(op) else
+                "TensorFlow registers no gradient for it, so tape.gradient raises LookupError")
+        return (f"tf.{t.lower()} is piecewise constant: {said}.",
                 f"To train through it, {_STE}; {_NONE_VS_ZERO}.")
     if t in ("PyFunc", "PyFuncStateless"):
         return ("tf.numpy_function runs Python that TensorFlow cannot differentiate: it is registered as not "
@@ -649,7 +651,8 @@ def _none_words(op: tf.Operation) -> Tuple[str, str]:
         return (f"the gradient stops inside a nested function or control-flow op ({t}) that gradlab does not open.",
                 "Call explain_gradient on the inner function itself (a tf.function inside fn is traced as one op).")
     if not _registered(op):
-        return (f"TensorFlow registers no gradient for {t} (tf.no_gradient, or none at all).",
+        return (f"TensorFlow registers no gradient for {t} (tf.no_gradient, or none at all: then tape.gradient "
+                "raises LookupError).",
                 f"Give it one with tf.custom_gradient (notebook 01 (01_custom_gradient.ipynb)), or {_STE}.")
     return (f"{t}'s gradient function returns None for this input.",
             f"Give it a gradient with tf.custom_gradient (notebook 01 (01_custom_gradient.ipynb)); {_NONE_VS_ZERO}.")

@@ -202,6 +202,16 @@ def test_an_op_without_any_gradient():
 
     entry = gradlab.explain_gradient(fn, tf.constant([3.0, 4.5]))[0]
     assert (entry.status, entry.op_type, entry.where) == ("none", "TruncateMod", culprit_line(fn))
+    assert "registers no gradient" in entry.reason and "raises LookupError" in entry.reason
+    assert "returns None" not in entry.reason
+
+
+@pytest.mark.parametrize("op", [tf.round, tf.floor, tf.math.ceil])
+def test_a_rounding_op_with_a_registered_gradient_is_not_called_unregistered(op):
+    """Round, Floor, Ceil register a gradient that returns None: the tape returns None, it does not raise."""
+    entry = gradlab.explain_gradient(lambda x: op(x * 3.0), tf.constant([0.2, 1.4]))[0]
+    assert entry.status == "none"
+    assert "registered gradient returns None" in entry.reason and "registers no gradient" not in entry.reason
 
 
 # --- an unknown batch dimension, float16 ------------------------------------------------------------------
