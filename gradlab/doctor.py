@@ -679,8 +679,9 @@ def _nonfinite_words(op: tf.Operation, path) -> Tuple[str, str]:
                 f"tf.where(c, f(tf.where(c, x, safe_x)), other) ({_NB13}, section 2).")
     if "norm" in op.name.lower():
         return (f"{op.type}'s backward pass gives inf or NaN: {formula}, here the norm of a zero vector.",
-                f"Add a small epsilon under the square root, tf.sqrt(tf.reduce_sum(x ** 2) + eps), or use the "
-                f"double tf.where ({_NB13}, section 2).")
+                f"Use the double tf.where, which keeps the value exact: with s = tf.reduce_sum(x ** 2), "
+                f"tf.where(s > 0, tf.sqrt(tf.where(s > 0, s, 1.0)), 0.0) ({_NB13}, section 2). An epsilon under "
+                f"the square root, tf.sqrt(s + eps), also gives a finite gradient but changes the value.")
     if any(t.dtype == tf.float16 for t in list(op.inputs) + list(op.outputs)):
         return (f"{op.type}'s backward pass turns a finite gradient into inf or NaN in float16: {formula}, and "
                 f"float16's largest finite number is 65,504, so a large but finite derivative overflows to inf too.",

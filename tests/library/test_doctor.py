@@ -196,6 +196,13 @@ def test_a_source_read_from_a_closure_as_well():
     assert (entry.status, entry.op_type, entry.where) == ("nonfinite", "Sqrt", culprit_line(fn))
 
 
+def test_the_norm_at_zero_leads_with_the_double_where_that_keeps_the_value():
+    """Notebook 14 answers the tf.norm question with the double where; the doctor's fix leads with it too."""
+    fix = gradlab.explain_gradient(norm_at_zero, tf.constant(X))[0].fix
+    assert fix.startswith("Use the double tf.where, which keeps the value exact")
+    assert fix.index("double tf.where") < fix.index("epsilon") and "changes the value" in fix
+
+
 def test_an_op_without_any_gradient():
     def fn(x):
         return tf.truncatemod(x, 2.0)  # <- culprit
