@@ -45,7 +45,7 @@ _STE = (
 )
 _NONE_VS_ZERO = f"{_NB02}, section 2, tells a None gradient from a zero one"
 
-#: Ops that round: piecewise constant, so TensorFlow gives them no gradient.
+#: Ops that round: piecewise constant, so their gradient is None (or, for TruncateMod, not registered).
 _ROUNDING = {"Round", "Floor", "Ceil", "Rint", "FloorDiv", "FloorMod", "TruncateDiv", "TruncateMod"}
 #: Ops that run Python: ``tf.numpy_function`` (PyFunc) and ``tf.py_function`` (EagerPyFunc).
 _PYTHON = {"PyFunc", "PyFuncStateless", "EagerPyFunc"}
@@ -140,7 +140,7 @@ class GradientReport(collections.abc.Sequence):
       >>> print(report)  # doctest: +ELLIPSIS
       Gradient report: 1 of 2 sources ok
       sources[0]: tensor float32 (2,): none, Round (Round) at <doctest ...>:1
-          why: tf.round is piecewise constant: TensorFlow registers no gradient for it ...
+          why: tf.round is piecewise constant: its registered gradient returns None ...
           fix: ...
       sources[1]: tf.Variable 'Variable:0' float32 (): ok
           why: a finite gradient, not all zero, reaches this source.
@@ -612,8 +612,10 @@ def _none_words(op: tf.Operation) -> Tuple[str, str]:
                 f"Remove the tf.stop_gradient if the gradient should flow; to keep a value but take the gradient of "
                 f"something else, use b + tf.stop_gradient(f - b) ({_NB02}, sections 1 and 3).")
     if t in _ROUNDING:
-        return (f"tf.{t.lower()} is piecewise constant: TensorFlow registers no gradient for it (its derivative "
-                "is 0 almost everywhere), so the tape returns None.",
+        said = ("its registered gradient returns None (its derivative is 0 almost everywhere), so the tape "
+                "returns None" if _registered(op) else
+                "TensorFlow registers no gradient for it, so tape.gradient raises LookupError")
+        return (f"tf.{t.lower()} is piecewise constant: {said}.",
                 f"To train through it, {_STE}; {_NONE_VS_ZERO}.")
     if t in ("PyFunc", "PyFuncStateless"):
         return ("tf.numpy_function runs Python that TensorFlow cannot differentiate: it is registered as not "
@@ -649,7 +651,8 @@ def _none_words(op: tf.Operation) -> Tuple[str, str]:
         return (f"the gradient stops inside a nested function or control-flow op ({t}) that gradlab does not open.",
                 "Call explain_gradient on the inner function itself (a tf.function inside fn is traced as one op).")
     if not _registered(op):
-        return (f"TensorFlow registers no gradient for {t} (tf.no_gradient, or none at all).",
+        return (f"TensorFlow registers no gradient for {t} (tf.no_gradient, or none at all: then tape.gradient "
+                "raises LookupError).",
                 f"Give it one with tf.custom_gradient (notebook 01 (01_custom_gradient.ipynb)), or {_STE}.")
     return (f"{t}'s gradient function returns None for this input.",
             f"Give it a gradient with tf.custom_gradient (notebook 01 (01_custom_gradient.ipynb)); {_NONE_VS_ZERO}.")
@@ -676,8 +679,9 @@ def _nonfinite_words(op: tf.Operation, path) -> Tuple[str, str]:
                 f"tf.where(c, f(tf.where(c, x, safe_x)), other) ({_NB13}, section 2).")
     if "norm" in op.name.lower():
         return (f"{op.type}'s backward pass gives inf or NaN: {formula}, here the norm of a zero vector.",
-                f"Add a small epsilon under the square root, tf.sqrt(tf.reduce_sum(x ** 2) + eps), or use the "
-                f"double tf.where ({_NB13}, section 2).")
+                f"Use the double tf.where, which keeps the value exact: with s = tf.reduce_sum(x ** 2), "
+                f"tf.where(s > 0, tf.sqrt(tf.where(s > 0, s, 1.0)), 0.0) ({_NB13}, section 2). An epsilon under "
+                f"the square root, tf.sqrt(s + eps), also gives a finite gradient but changes the value.")
     if any(t.dtype == tf.float16 for t in list(op.inputs) + list(op.outputs)):
         return (f"{op.type}'s backward pass turns a finite gradient into inf or NaN in float16: {formula}, and "
                 f"float16's largest finite number is 65,504, so a large but finite derivative overflows to inf too.",

@@ -33,6 +33,27 @@ def _factors_seen(callback_class, epochs: int = EPOCHS, batches: int = BATCHES) 
     return seen
 
 
+def _counts_with(seen, epochs: int, steps: int, batches: int) -> int | None:
+    """The number of batches an epoch the factors were computed with, when not ``batches``
+    (``epoch * k + batch``, with ``k`` written in), else None."""
+    for k in range(1, 3 * batches + 1):
+        if (epochs - 1) * k + batches - 1 > steps:  # beyond the end of the ramp
+            break
+        ramp = [reversal_factor((e * k + b) / steps) for e in range(epochs) for b in range(batches)]
+        if k != batches and np.allclose(seen, ramp, atol=1e-6):
+            return k
+    return None
+
+
+def _ramp_over(seen, steps: int) -> int | None:
+    """The number of steps ``seen`` starts the ramp over, when not ``steps`` (a total written in), else None."""
+    for total in range(2, 4 * steps):
+        n = min(total, len(seen))
+        if total != steps and np.allclose(seen[:n], [reversal_factor(i / total) for i in range(n)], atol=1e-6):
+            return total
+    return None
+
+
 def _check_ramp(callback_class, epochs: int, batches: int) -> list[float]:
     steps = epochs * batches
     expected = [reversal_factor(i / steps) for i in range(steps)]
@@ -56,8 +77,17 @@ def _check_ramp(callback_class, epochs: int, batches: int) -> list[float]:
         hint = "\nEach value is one step early: the first step runs at p = 0 / total_steps; count from 0."
     elif all(np.allclose(seen[e * batches:(e + 1) * batches], seen[e * batches]) for e in range(epochs)):
         hint = "\nIt changes only once an epoch: set it before every step (on_train_batch_begin)."
-    elif (epochs, batches) != (EPOCHS, BATCHES):
-        hint = "\nDoes your callback compute the ramp from total_steps, the number of steps it is given?"
+    elif _counts_with(seen, epochs, steps, batches) is not None:
+        hint = (f"\nThe step counts {_counts_with(seen, epochs, steps, batches)} batches an epoch; this training "
+                f"has {batches}: is a number of\nbatches written into your callback?")
+    elif _ramp_over(seen, steps) is not None:
+        hint = (f"\nThat is the ramp over {_ramp_over(seen, steps)} steps: does your callback compute it from "
+                "total_steps, the number of\nsteps it is given?")
+    elif len(seen) > 2 and np.allclose(np.diff(seen), seen[1] - seen[0], atol=1e-6):
+        hint = "\nThe factor grows by the same amount every step: the paper's ramp, reversal_factor(p), is not a line."
+    else:
+        first = int(np.argmax(~np.isclose(seen, expected, atol=1e-6)))
+        hint = f"\nThe first difference is before step {first} (counting from 0)."
     raise NotYet(f"over {epochs} epochs of {batches} batches ({steps} steps) the factor before each step was\n"
                  f"{shown}; the ramp is\n{np.array(expected).round(4)}.{hint}")
 
@@ -167,6 +197,9 @@ def check_exercise_2(domain_logits, *, seed: int | None = None) -> str:
                 hint = (f"\nThey get -{factors[0]} times, as with factor {factors[0]}: call the reversal layer passed "
                         "in, reversal(features),\nwhose factor the ramp changes during training, not a reversal of "
                         "your own.")
+            elif factor != 0.5 and np.allclose(g_features, -0.5 * g_plain.numpy(), atol=1e-7):
+                hint = ("\nThey get -0.5 times, the first public case's factor: is 0.5 written into your code? Call "
+                        "the reversal\nlayer passed in, reversal(features), whose factor the ramp changes.")
             else:
                 hint = f"\nThey get {ratio:.2f} times the plain gradient."
             raise NotYet(f"{setting}the features receive {np.asarray(g_features)[0]} (first row);\nthey should "

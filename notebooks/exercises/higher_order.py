@@ -215,10 +215,14 @@ def check_exercise_2(jvp_by_transposing, *, seed: int | None = None) -> str:
 
 # --- exercise 3: diagnose three broken functions -----------------------------------------------------
 
-#: The public case: inputs with 0, a tiny positive number, negatives and a tie of the rounding
-#: (x * 4 = 2.5), and an upstream gradient that is not 1.
-_X3 = (-2.0, -0.5, 0.0, 1e-6, 0.3, 0.625, 1.7)
-_DY3 = (0.5, -1.0, 2.0, 1.5, -0.25, 0.75, 1.25)
+#: The public case: inputs with 0, small and tiny positive numbers (1e-37 is a normal float32: an epsilon
+#: or a clamp of x moves log's value there), negatives and a tie of the rounding (x * 4 = 2.5), and an
+#: upstream gradient that is not 1.
+_X3 = (-2.0, -0.5, 0.0, 1e-6, 1e-37, 0.3, 0.625, 1.7)
+_DY3 = (0.5, -1.0, 2.0, 1.5, -0.5, -0.25, 0.75, 1.25)
+#: Said when log_or_zero's value moves at a small positive x.
+_MOVED = ("At so small an x, an epsilon added to x or a clamp of x moves log's value: "
+          "which inputs does the log need protecting from?")
 
 
 def _broken_quantized(x):
@@ -234,11 +238,11 @@ def _broken_log_or_zero(x):
 
 
 def _held_out_3(seed: int):
-    """Other inputs and upstream gradients drawn from ``seed``, again with 0 and a tiny positive number."""
+    """Other inputs and upstream gradients drawn from ``seed``, again with 0, a small and a tiny positive number."""
     rng = np.random.default_rng(seed)
     size = int(rng.integers(6, 10))
     x = np.round(rng.uniform(-3.0, 3.0, size), 3)
-    x[:2] = (0.0, 10.0 ** -rng.uniform(5.0, 7.0))
+    x[:3] = (0.0, 10.0 ** -rng.uniform(5.0, 7.0), 10.0 ** -rng.uniform(30.0, 37.0))
     rng.shuffle(x)
     dy = np.round(rng.uniform(0.25, 2.0, size) * rng.choice([-1.0, 1.0], size), 2)
     return tuple(x.tolist()), tuple(dy.tolist())
@@ -263,14 +267,19 @@ def _ask(name: str, x: np.ndarray) -> str:
 
 
 def _check_one(name: str, fn, want_value: np.ndarray, want_gradient: np.ndarray, x: np.ndarray, dy: np.ndarray,
-               mistakes) -> None:
-    """One function of exercise 3: its value where it is defined, a gradient that is there, finite and right."""
+               mistakes, moved: str = "Keep the forward value; change only what the backward pass gets.") -> None:
+    """One function of exercise 3: its value where it is defined, a gradient that is there, finite and right.
+
+    ``moved`` is said when the value changed at a positive x below 1e-3 (what an epsilon or a clamp does).
+    """
     value, gradient = _value_and_gradient(fn, name, tf.constant(x, tf.float32), tf.constant(dy, tf.float32))
     changed = ~np.isclose(value, want_value, rtol=1e-5, atol=1e-7)
     if changed.any():
         i = int(np.argmax(changed))
+        small = 0.0 < x[i] < 1e-3
         raise NotYet(f"{name} changed its value: at x = {x[i]:.7g} it returns {value[i]:.7g}, the original "
-                     f"{want_value[i]:.7g}.\nKeep the forward value; change only what the backward pass gets.")
+                     f"{want_value[i]:.7g}.\n"
+                     + (moved if small else "Keep the forward value; change only what the backward pass gets."))
     if gradient is None:
         raise NotYet(f"no gradient reaches x through {name} (tape.gradient returns None). {_ask(name, x)}")
     if not np.all(np.isfinite(gradient)):
@@ -284,7 +293,8 @@ def _check_one(name: str, fn, want_value: np.ndarray, want_gradient: np.ndarray,
     hint = first_hint(*[(shows(gradient, x, dy), text) for shows, text in mistakes],
                       otherwise="Compare with the gradient asked for in the exercise.")
     raise NotYet(f"{name}: with upstream dy = {shown(dy)},\nx receives {shown(gradient)};\nexpected   "
-                 f"{shown(want_gradient)} (first difference at x = {x[i]:.7g}).\n{hint}")
+                 f"{shown(want_gradient)} (first difference at x = {x[i]:.7g}: {gradient[i]:.7g}, "
+                 f"not {want_gradient[i]:.7g}).\n{hint}")
 
 
 @self_check
@@ -295,9 +305,9 @@ def check_exercise_3(quantized, smooth_abs, log_or_zero, *, seed: int | None = N
     identity's gradient: a straight-through estimator); ``smooth_abs`` is sqrt(x**2 + 1) with its
     gradient x / sqrt(x**2 + 1); ``log_or_zero`` is log(x) for x > 0 and 0 elsewhere, with the
     gradient 1 / x for x > 0 and 0 elsewhere, never nan. The inputs hold 0 (where the naive
-    tf.where gives nan), a tiny positive number (an epsilon added to x moves its value) and a tie
-    of the rounding; the upstream gradient is not 1, so a rule that ignores it is
-    caught. With ``seed`` (the instructor edition's held-out cases) it tries inputs drawn from it.
+    tf.where gives nan), small and tiny positive numbers down to 1e-37 (an epsilon added to x, or a
+    clamp of x, moves its value there) and a tie of the rounding; the upstream gradient is not 1, so a
+    rule that ignores it is caught. With ``seed`` (the instructor edition's held-out cases) it tries inputs drawn from it.
     """
     xs, dys = (_X3, _DY3) if seed is None else _held_out_3(seed)
     x, dy = np.asarray(xs, np.float32), np.asarray(dys, np.float32)
@@ -307,6 +317,8 @@ def check_exercise_3(quantized, smooth_abs, log_or_zero, *, seed: int | None = N
         (lambda g, x, dy: np.allclose(g, np.where(np.abs(x) <= 1.0, dy, 0.0)),
          "x receives 0 where |x| > 1: that is the saturating estimator (the hard tanh); this one passes dy everywhere."),
         (lambda g, x, dy: np.allclose(g, 4.0 * dy), "x receives 4 dy: the backward function should have slope 1."),
+        (lambda g, x, dy: np.allclose(g, dy / 4.0),
+         "x receives dy/4: a division after the estimator scales its gradient too."),
         (lambda g, x, dy: np.allclose(g, np.ones_like(dy)), "x receives 1 whatever dy is: multiply by dy."),
         (lambda g, x, dy: not g.any(), "x receives zeros: the gradient must come from a backward function of x."),
     ])
@@ -314,6 +326,8 @@ def check_exercise_3(quantized, smooth_abs, log_or_zero, *, seed: int | None = N
                x, dy, [
         (lambda g, x, dy: np.allclose(g, x / np.sqrt(x ** 2 + 1.0)), "x receives the derivative whatever dy is: "
          "multiply by dy."),
+        (lambda g, x, dy: np.allclose(g, dy), "x receives dy unchanged: that is the identity's gradient, not "
+         "sqrt(x**2 + 1)'s."),
         (lambda g, x, dy: np.allclose(g, dy * 2.0 * x), "x receives 2x dy: that is the derivative of x**2 + 1 only; "
          "the square root's own derivative is missing."),
     ])
@@ -321,6 +335,6 @@ def check_exercise_3(quantized, smooth_abs, log_or_zero, *, seed: int | None = N
                x, dy, [
         (lambda g, x, dy: np.allclose(g, np.where(x > 0, 1.0 / np.where(x > 0, x, 1.0), 0.0)),
          "x receives the derivative whatever dy is: multiply by dy."),
-    ])
+    ], moved=_MOVED)
     return ("quantized keeps its quarters and passes dy straight through, smooth_abs has\n"
             "the gradient of sqrt(x**2 + 1), and log_or_zero sends back no nan, also at x = 0.")

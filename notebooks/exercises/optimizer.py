@@ -67,9 +67,10 @@ def _shown(tensors) -> str:
     return str([np.round(t.numpy().astype(np.float64), 4).tolist() for t in tensors])
 
 
-def _hint(result, grads, max_norm, tried=()) -> str:
+def _hint(result, grads, max_norm, tried=(), written_above=None) -> str:
     """Names the typical mistake behind a wrong result (never the code of the answer); ``tried`` holds
-    max_norm values an answer may have written in (the public cases' and this run's earlier ones)."""
+    max_norm values an answer may have written in (the public cases' and this run's earlier ones), and
+    ``written_above`` one of them above the global norm that the answer clips to (see :func:`_clips_to`)."""
     squares = sum(float(tf.reduce_sum(g * g)) for g in grads)
     norm = squares ** 0.5
     if _close(result, [tf.clip_by_norm(g, max_norm) for g in grads]):
@@ -90,7 +91,9 @@ def _hint(result, grads, max_norm, tried=()) -> str:
         return (f"{said}:\nthat is the factor for max_norm {written[0]}, not this case's {max_norm}. Is "
                 f"{written[0]} written into your\nfunction? Use the max_norm it is given.")
     if np.isclose(factor, 1.0):
-        return f"{said}:\nthe global norm {norm:.1f} is above max_norm, so the gradients must shrink."
+        return f"{said}:\nthe global norm {norm:.1f} is above max_norm, so the gradients must shrink." + (
+            f" On the same gradients scaled up, your\nfunction clips to max_norm {written_above}, not "
+            f"{max_norm}: is {written_above} written into your function?" if written_above else "")
     if np.isclose(factor, max_norm / norm):
         return (f"{said}:\nthe global norm {norm:.1f} is below max_norm, so the gradients stay as they are. "
                 "Did you forget the min(1, ...)?")
@@ -103,6 +106,21 @@ def _hint(result, grads, max_norm, tried=()) -> str:
     if np.isclose(factor, norm / max_norm):  # min(1, norm / max_norm) = 1 returned above
         return f"{said}:\nthe ratio is upside down (global norm / max_norm)."
     return f"{said}."
+
+
+def _clips_to(fn, grads, max_norm, tried) -> float | None:
+    """A max_norm from ``tried`` (not ``max_norm``) that ``fn`` clips to, found on ``grads`` scaled above
+    all of them: an answer that leaves gradients below a written-in max_norm alone shows it; else None."""
+    norm = float(tf.linalg.global_norm(grads))
+    scale = 2.0 * max(tried + [max_norm]) / norm
+    try:
+        result = _as_tensors(fn([g * scale for g in grads], max_norm))
+    except Exception:  # noqa: BLE001  (a probe only: the check's own run reports errors)
+        return None
+    for m in tried:
+        if m != max_norm and m >= norm and _close(result, tf.clip_by_global_norm([g * scale for g in grads], m)[0]):
+            return m
+    return None
 
 
 @self_check
@@ -132,9 +150,10 @@ def check_exercise_1(fn, *, seed: int | None = None) -> str:
         if _close(result, expected):
             continue
         norm = float(tf.linalg.global_norm(grads))
+        tried = [m for _, m in (*_CASES, *cases[:number])]
         raise NotYet(f"for gradients {values} (global norm {norm:.1f}) and max_norm {max_norm} you return\n"
                      f"{_shown(result)}, expected {_shown(expected)}.\n"
-                     f"Hint: {_hint(result, grads, max_norm, [m for _, m in (*_CASES, *cases[:number])])}")
+                     f"Hint: {_hint(result, grads, max_norm, tried, _clips_to(fn, grads, max_norm, tried))}")
     used = _library_calls(fn, [tf.constant(v) for v in cases[0][0]], cases[0][1])
     if used:
         raise NotYet(f"the numbers are right, but your function calls {' and '.join(sorted(used))}.\n"
@@ -177,6 +196,8 @@ def _one_probe(transform, variables, setting: str, scales=(1.0, 2.0, 3.0, 4.0)) 
                  "Only the hidden layer is slowed down: tell the layers apart by variable.path."),
                 (factor == 0.1 and np.isclose(ratio, 1.0) and variable.path.endswith("bias"),
                  "The bias is part of the hidden layer too: select by the layer's part of variable.path."),
+                (factor == 0.1 and not np.isclose(ratio, 1.0),
+                 "The right variables are scaled, by the wrong factor: the exercise asks for 0.1."),
                 (factor == 0.1 and np.isclose(ratio, 1.0),  # the starting point: nothing slowed down
                  "Which attribute of a variable says it belongs to the hidden layer? Section 1\n"
                  "prints it for each variable."),

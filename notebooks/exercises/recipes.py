@@ -56,6 +56,17 @@ def _first_difference(points, got, want) -> int:
     return int(ordinary[0] if ordinary else off[0])
 
 
+def _apart(got: float, want: float) -> tuple[str, str]:
+    """``got`` and ``want`` with 6 significant digits, or up to 9 when 6 print them the same; trailing
+    zeros kept when both are nonzero (-6.04076 and -6.04080, not -6.0408)."""
+    keep = "#" if got and want else ""
+    for digits in range(6, 10):
+        a, b = f"{got:{keep}.{digits}g}", f"{want:{keep}.{digits}g}"
+        if float(a) != float(b):
+            break
+    return a, b
+
+
 def _clamps(fn) -> list[float]:
     """The constants ``fn`` clamps x at (``tf.maximum(x, c)``, ``tf.clip_by_value``), from its traced graph."""
     try:
@@ -123,14 +134,15 @@ def check_exercise_1(safe_log, *, seed: int | None = None) -> str:
                     raise NotYet(f"{mode}, safe_log(x) has shape {y.shape}; x has shape {value.shape}.")
                 i = _first_difference(points, y, value)
                 hint = ""
-                if 0 < points[i] < 1e-30:
+                if positive[i] and y[i] > value[i]:  # log x raised: an epsilon or a clamp, at any point
                     hint = _clamp_hint(safe_log, "value") or (
-                        "\nAn epsilon or a clamp changes log near 0. Keep log(x) exact: give the unselected "
-                        "branch\na safe input with a second tf.where (or write a custom gradient).")
-                elif points[i] <= 0 or not positive[i]:
+                        "\nAn epsilon or a clamp changes log(x), most near 0. Keep log(x) exact: give the "
+                        "unselected branch\na safe input with a second tf.where (or write a custom gradient).")
+                elif not positive[i]:
                     hint = "\nWhere x <= 0 the value is 0."
-                raise NotYet(f"{mode}, at x = {points[i]:g} safe_log returns {y[i]:.6g}; expected "
-                             f"{'log(x) = ' if positive[i] else ''}{value[i]:.6g}.{hint}")
+                got, want = _apart(y[i], value[i])
+                raise NotYet(f"{mode}, at x = {points[i]:g} safe_log returns {got}; expected "
+                             f"{'log(x) = ' if positive[i] else ''}{want}.{hint}")
             if g is None:
                 raise NotYet(f"{mode}, no gradient reaches x (tape.gradient returned None). "
                              "Is the path to x cut by tf.stop_gradient?")

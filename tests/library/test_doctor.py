@@ -196,12 +196,29 @@ def test_a_source_read_from_a_closure_as_well():
     assert (entry.status, entry.op_type, entry.where) == ("nonfinite", "Sqrt", culprit_line(fn))
 
 
+def test_the_norm_at_zero_leads_with_the_double_where_that_keeps_the_value():
+    """Notebook 14 answers the tf.norm question with the double where; the doctor's fix leads with it too."""
+    fix = gradlab.explain_gradient(norm_at_zero, tf.constant(X))[0].fix
+    assert fix.startswith("Use the double tf.where, which keeps the value exact")
+    assert fix.index("double tf.where") < fix.index("epsilon") and "changes the value" in fix
+
+
 def test_an_op_without_any_gradient():
     def fn(x):
         return tf.truncatemod(x, 2.0)  # <- culprit
 
     entry = gradlab.explain_gradient(fn, tf.constant([3.0, 4.5]))[0]
     assert (entry.status, entry.op_type, entry.where) == ("none", "TruncateMod", culprit_line(fn))
+    assert "registers no gradient" in entry.reason and "raises LookupError" in entry.reason
+    assert "returns None" not in entry.reason
+
+
+@pytest.mark.parametrize("op", [tf.round, tf.floor, tf.math.ceil])
+def test_a_rounding_op_with_a_registered_gradient_is_not_called_unregistered(op):
+    """Round, Floor, Ceil register a gradient that returns None: the tape returns None, it does not raise."""
+    entry = gradlab.explain_gradient(lambda x: op(x * 3.0), tf.constant([0.2, 1.4]))[0]
+    assert entry.status == "none"
+    assert "registered gradient returns None" in entry.reason and "registers no gradient" not in entry.reason
 
 
 # --- an unknown batch dimension, float16 ------------------------------------------------------------------

@@ -196,3 +196,33 @@ def test_held_out_cases_refuse_answers_fitted_to_the_public_ones(refused):
         return head(reverse(f))
     assert check_exercise_2.verdict(hard_coded).passed is False    # the public case's second factor refuses it too
     assert "the features receive" in refused(check_exercise_2(hard_coded, seed=3))
+
+
+class _BatchesWritten(_Ramp):
+    """The step as epoch * 3 + batch: 3, the public training's batches an epoch, written in."""
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.reversal.factor = reversal_factor((self.epoch * 3 + batch) / self.total_steps)
+
+
+class _Linear(_Ramp):
+    """A straight line from 0 to 1 instead of the paper's ramp."""
+    def on_train_batch_begin(self, batch, logs=None):
+        self.reversal.factor = self.step / self.total_steps
+        self.step += 1
+
+
+@pytest.mark.parametrize("seed", [None, 3])
+def test_exercise_1_names_batches_written_in_and_a_linear_ramp(seed, refused):
+    """Issue F11: neither gets "compute the ramp from total_steps"; each gets its own hint."""
+    out = refused(check_exercise_1(_BatchesWritten, seed=seed))
+    assert "The step counts 3 batches an epoch" in out and "from total_steps" not in out
+    out = refused(check_exercise_1(_Linear, seed=seed))
+    assert "grows by the same amount every step" in out and "from total_steps" not in out
+
+
+def test_exercise_2_held_out_names_a_factor_of_0_5_written_in(refused):
+    out = refused(check_exercise_2(lambda f, reversal, head: head(gradlab.reverse_gradient(f, 0.5)), seed=3))
+    assert "They get -0.5 times, the first public case's factor: is 0.5 written into your code?" in out

@@ -177,7 +177,7 @@ def _numpy_with_a_gradient(x):
 @pytest.mark.parametrize("answers", [
     (_quantized, _smooth_abs, _log_or_zero),
     (lambda x: x + tf.stop_gradient(tf.round(x * 4.0) / 4.0 - x), _numpy_with_a_gradient,
-     lambda x: tf.where(x > 0.0, tf.math.log(tf.maximum(x, 1e-30)), 0.0)),
+     lambda x: tf.where(x > 0.0, tf.math.log(tf.maximum(x, np.finfo(np.float32).tiny)), 0.0)),
 ], ids=["taught", "other right techniques"])
 def test_exercise_3_accepts_right_answers(answers, seed, accepted):
     assert accepted(check_exercise_3(*answers, seed=seed)).startswith("Correct! quantized keeps its quarters")
@@ -201,6 +201,7 @@ def test_exercise_3_held_out_inputs_differ_but_keep_the_traps():
     for seed in (0, 1, 2):
         x, dy = _held_out_3(seed)
         assert x != _X3 and 0.0 in x and any(0.0 < v < 1e-4 for v in x) and all(d != 0 for d in dy)
+        assert any(np.finfo(np.float32).tiny < v <= 1e-30 for v in x)  # a normal float32 an epsilon moves
 
 
 @pytest.mark.parametrize("answers, message", [
@@ -224,6 +225,28 @@ def test_exercise_3_names_the_symptom_of_typical_mistakes(answers, message, refu
     assert message in refused(check_exercise_3(*answers))
 
 
+@pytest.mark.parametrize("seed", [None, 0, 3, 7])
+@pytest.mark.parametrize("log_or_zero", [
+    lambda x: tf.where(x > 0.0, tf.math.log(tf.maximum(x, c)), 0.0) for c in (1e-7, 1e-10, 1e-20)
+] + [lambda x: tf.where(x > 0.0, tf.math.log(x + eps), 0.0) for eps in (1e-7, 1e-10, 1e-12)],
+    ids=["clamp 1e-7", "clamp 1e-10", "clamp 1e-20", "epsilon 1e-7", "epsilon 1e-10", "epsilon 1e-12"])
+def test_exercise_3_refuses_a_clamp_or_an_epsilon_and_names_them(log_or_zero, seed, refused):
+    out = refused(check_exercise_3(_quantized, _smooth_abs, log_or_zero, seed=seed))
+    assert "log_or_zero changed its value" in out and "an epsilon added to x or a clamp of x" in out
+    assert "double" not in out and "tf.where(x > 0" not in out  # the fix is not given away
+
+
+@pytest.mark.parametrize("answers, message", [
+    ((lambda x: gradlab.straight_through(tf.round(x * 4.0), x) / 4.0, _smooth_abs, _log_or_zero),
+     "x receives dy/4: a division after the estimator scales its gradient too"),
+    ((_quantized, lambda x: gradlab.straight_through(tf.sqrt(x ** 2 + 1.0), x), _log_or_zero),
+     "x receives dy unchanged: that is the identity's gradient, not sqrt(x**2 + 1)'s"),
+])
+def test_exercise_3_names_a_scaled_estimator_and_an_identity_gradient(answers, message, refused):
+    out = refused(check_exercise_3(*answers))
+    assert message in out and "(first difference at x = " in out and ", not " in out
+
+
 def _rule(forward, backward):
     @tf.custom_gradient
     def op(x):
@@ -234,7 +257,7 @@ def _rule(forward, backward):
 def test_exercise_3_catches_a_rule_that_forgets_dy(refused):
     out = refused(check_exercise_3(_rule(_broken_quantized, lambda x, dy: tf.ones_like(dy)), _smooth_abs, _log_or_zero))
     assert "x receives 1 whatever dy is: multiply by dy." in out
-    assert "with upstream dy = [ 0.5 , -1.  ,  2.  ,  1.5 , -0.25,  0.75,  1.25]" in out
+    assert "with upstream dy = [ 0.5 , -1.  ,  2.  ,  1.5 , -0.5 , -0.25,  0.75,  1.25]" in out
     out = refused(check_exercise_3(_quantized, _rule(_smooth_abs, lambda x, dy: x / tf.sqrt(x ** 2 + 1.0)), _log_or_zero))
     assert "smooth_abs: with upstream dy" in out and "whatever dy is" in out
     out = refused(check_exercise_3(_quantized, _rule(_smooth_abs, lambda x, dy: dy * 2.0 * x), _log_or_zero))

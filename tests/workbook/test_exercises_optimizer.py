@@ -146,3 +146,21 @@ def test_exercise_2_refuses_hard_coded_factors_by_position(refused):
     """The factors 0.1, 0.1, 1, 1 of the first model's variable order, whatever the variables: refused."""
     out = refused(check_exercise_2(lambda grads, variables: [g * f for g, f in zip(grads, (0.1, 0.1, 1.0, 1.0))]))
     assert "with the variables in another order (out/ first)" in out
+
+
+def test_exercise_1_held_out_names_a_max_norm_written_in_above_the_global_norm(refused):
+    """Issue F12: with seed 3 the global norm (3.5) is below 6.5, so 6.5 written in leaves the gradients
+    alone; the hint names 6.5, and an answer that never clips is not told so."""
+    out = refused(check_exercise_1(lambda grads, max_norm: _global_clip(grads, 6.5), seed=3))
+    assert "is above max_norm, so the gradients must shrink" in out
+    assert "clips to max_norm 6.5" in out and "is 6.5 written into your function?" in out
+    out = refused(check_exercise_1(lambda grads, max_norm: grads, seed=3))
+    assert "is above max_norm, so the gradients must shrink" in out and "written into" not in out
+
+
+def test_exercise_2_names_a_wrong_factor_on_the_right_variables(refused):
+    slowed = lambda grads, variables: [g * (0.01 if v.path.startswith("hidden/") else 1.0)  # noqa: E731
+                                       for g, v in zip(grads, variables)]
+    out = refused(check_exercise_2(slowed))
+    assert "multiplied by 0.01" in out and "the exercise asks for 0.1" in out
+    assert "Tell the layers apart" not in out

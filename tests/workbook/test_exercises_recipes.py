@@ -1,6 +1,8 @@
 """The self-checks of notebook 13 (exercises/recipes.py) accept the answers and explain mistakes."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -37,7 +39,7 @@ def test_exercise_1_refuses_an_epsilon_or_a_clamp(refused):
     """log(x + eps) and log(max(x, eps)) give a finite gradient; only at tiny x does the value show them."""
     out = refused(check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(x + 1e-8), 0.0)))
     assert "at x = 1e-37 safe_log returns -18.4207; expected log(x) = -85.1956" in out
-    assert "An epsilon or a clamp changes log near 0" in out
+    assert "An epsilon or a clamp changes log(x), most near 0" in out
     assert "Your clamp 1e-30 changes log x below it" in refused(
         check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(tf.maximum(x, 1e-30)), 0.0)))
     assert "returns -69.0776; expected log(x) = -85.1956" in refused(
@@ -46,6 +48,16 @@ def test_exercise_1_refuses_an_epsilon_or_a_clamp(refused):
     assert "NaN or infinite at x = 0" in refused(
         check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(x + 1e-38), 0.0))
     )  # an eps too small for 1/eps
+
+
+@pytest.mark.parametrize("seed", [None, 3])
+def test_exercise_1_names_the_usual_epsilon_wherever_it_shows(seed, refused):
+    """log(x + 1e-7) first shows at an ordinary x (1, or a held-out point): the hint is given there too,
+    with digits enough to tell the two numbers apart."""
+    out = refused(check_exercise_1(lambda x: tf.where(x > 0, tf.math.log(x + 1e-7), 0.0), seed=seed))
+    assert "An epsilon or a clamp changes log(x), most near 0" in out
+    got, want = re.search(r"safe_log returns (\S+); expected log\(x\) = (\S+)\.", out).groups()
+    assert float(got) != float(want) and (float(want) == 0 or len(got) == len(want))
 
 
 def test_exercise_1_refuses_a_clamp_just_above_the_smallest_normal(refused):

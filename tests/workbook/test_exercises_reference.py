@@ -190,3 +190,11 @@ def test_held_out_cases_refuse_answers_fitted_to_the_public_ones(refused):
         step, set_factor = _make_step(live=True)(initial)
         return step, lambda value: set_factor(0.5)
     assert "is 0.5 written into your code?" in refused(check_exercise_2(ignores_the_new_value, seed=3))
+
+
+def test_exercise_1_held_out_names_the_mistake_not_the_first_points_it_never_ran(refused):
+    """Issue F10: with seed= only the held-out case runs; an identity estimator (no |x| <= 1 mask) is
+    named as such, not as "the first points passed"."""
+    out = refused(check_exercise_1(_hard_sign_with(lambda dy, t: dy), seed=3))
+    assert "The first points passed" not in out
+    assert "Does grad multiply by dy, and pass it where |x| <= 1 (and only there)?" in out
