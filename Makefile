@@ -177,8 +177,10 @@ SUBMISSIONS ?= submissions/$(NB)
 RESULTS ?= results/$(NB)
 TIMEOUT ?= 600
 JOBS ?= 1
+# MANIFEST: the grader manifest's SHA-256 make assignments printed (default: the one it recorded beside grader/).
+MANIFEST ?=
 grade: install
-	$(PY) tools/assignments/grade.py $(NB) $(SUBMISSIONS) $(RESULTS) --timeout $(TIMEOUT) --jobs $(JOBS)
+	$(PY) tools/assignments/grade.py $(NB) $(SUBMISSIONS) $(RESULTS) --timeout $(TIMEOUT) --jobs $(JOBS) $(if $(MANIFEST),--manifest $(MANIFEST))
 
 # A sample class for notebooks 00, 03 and 13 in build/sample-class/ (tools/assignments/sample_class.py).
 sample-class: install

@@ -170,6 +170,11 @@ def test_the_colab_version_clones_the_configured_repository_at_the_autograders_c
             edition.colab_repository({"colab": {"repository": bad}})
     with pytest.raises(edition.ConventionError, match="not a full commit hash"):
         edition.colab_cell(NOTEBOOKS[0], {}, commit="HEAD")
+    # make assignments and the cell's comment say where the URL comes from.
+    assert edition.repository_origin(edition.project_home.HOMEPAGE, {}) == (
+        "pyproject.toml's Homepage; set [colab] repository in points.toml to change it")
+    assert edition.repository_origin(ours, {"colab": {"repository": ours}}) == "[colab] repository in points.toml"
+    assert f"# {edition.repository_origin(edition.colab_repository())}\n" in edition.colab_cell(NOTEBOOKS[0], {}, commit=_SHA)
 
 
 def _git(*args, cwd=None) -> str:
@@ -439,6 +444,7 @@ def _fake_grader(tmp_path) -> Path:
     (folder / "questions.json").write_text(json.dumps(spec))
     manifest = {p.relative_to(folder).as_posix(): edition.sha256(p) for p in folder.rglob("*") if p.is_file()}
     (folder / "manifest.json").write_text(json.dumps(manifest))
+    grade.record_path(folder).write_text(edition.sha256(folder / "manifest.json") + "\n")
     return folder
 
 
@@ -451,6 +457,51 @@ def test_the_grader_refuses_a_copy_that_differs_from_its_manifest(tmp_path):
         grade.load_grader(folder)
 
 
+
+def test_the_grader_refuses_a_folder_rewritten_with_its_manifest(tmp_path):
+    """What a submission of an earlier run can do (files and manifest rewritten to match) stops the next run."""
+    folder = _fake_grader(tmp_path)
+    built = grade.load_grader(folder)["manifest"]
+    assert grade.load_grader(folder, built.upper())["manifest"] == built
+    check = folder / "files" / "exercises" / "fake.py"
+    with open(check, "a") as handle:
+        handle.write("check_exercise_1 = lambda *args: True\n")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["files/exercises/fake.py"] = edition.sha256(check)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(grade.Tampered, match="grader-manifest.sha256"):
+        grade.load_grader(folder)
+    with pytest.raises(grade.Tampered, match=r"\(MANIFEST\)"):
+        grade.load_grader(folder, built)
+    # The record beside the folder can be rewritten too: only the hash you noted (MANIFEST=...) is out of reach.
+    grade.record_path(folder).write_text(edition.sha256(folder / "manifest.json"))
+    assert grade.load_grader(folder)["manifest"] != built
+    with pytest.raises(grade.Tampered, match=r"\(MANIFEST\)"):
+        grade.load_grader(folder, built)
+    grade.record_path(folder).unlink()
+    with pytest.raises(grade.Tampered, match="is missing"):
+        grade.load_grader(folder)
+
+
+def test_make_grade_prints_and_records_the_manifest_it_graded_with(tmp_path, capsys):
+    folder = _fake_grader(tmp_path / "assignments" / "99_fake")
+    submissions = tmp_path / "submissions"
+    (submissions / "ann").mkdir(parents=True)
+    notebook = nbformat.read(folder / "99_fake.ipynb", as_version=4)
+    notebook.cells[2].source = HONEST + "\ncheck_exercise_1(f)\n"
+    nbformat.write(notebook, submissions / "ann" / "99_fake.ipynb")
+    digest = edition.sha256(folder / "manifest.json")
+    assert grade.main(["99_fake", str(submissions), str(tmp_path / "results"), "--timeout", "60",
+                       "--assignments", str(tmp_path / "assignments"), "--manifest", digest]) == 0
+    assert f"manifest SHA-256 {digest}" in capsys.readouterr().out
+    recorded = json.loads((tmp_path / "results" / "grader.json").read_text())
+    assert recorded["grader_manifest_sha256"] == digest and recorded["checked_against"] == "MANIFEST"
+    assert "2" in (tmp_path / "results" / "gradebook.csv").read_text().splitlines()[1].split(",")[1]
+    with pytest.raises(grade.Tampered, match="not " + "0" * 64):
+        grade.main(["99_fake", str(submissions), str(tmp_path / "results"), "--assignments",
+                    str(tmp_path / "assignments"), "--manifest", "0" * 64])
+
+
 HONEST = "def f(x):\n    return GIVEN * x\n"
 CHEATS = {
     "redefines the check and grader": "def f(x):\n    return x\n\ngrader = None\ncheck_exercise_1 = lambda *a, **k: True\n",
@@ -459,6 +510,15 @@ CHEATS = {
     "rewrites the check on disk": ("def f(x):\n    return x\n\nwith open('exercises/fake.py', 'w') as h:\n"
                                    "    h.write('check_exercise_1 = None')\n"),
     "fits the public case": "def f(x):\n    return 6 if x == 3 else x\n",
+    "rewrites the runner's copy of the check": (
+        "import sys\n\ndef f(x):\n    return x\n\nframe = sys._getframe(0)\n"
+        "while frame is not None and 'job' not in frame.f_locals:\n    frame = frame.f_back\n"
+        "frame.f_locals['job']['files']['exercises/fake.py'] += "
+        "'\\n_Check.verdict = lambda self, *a, **k: _Verdict(True, \"Correct!\")\\n'\n"),
+    "rewrites the runner's seed": (
+        "import sys\n\ndef f(x):\n    return 6 if x == 3 else x\n\nframe = sys._getframe(0)\n"
+        "while frame is not None and 'job' not in frame.f_locals:\n    frame = frame.f_back\n"
+        "frame.f_locals['job']['seed'] = None\n"),
 }
 
 
@@ -469,6 +529,8 @@ def test_a_submission_scores_what_its_answer_deserves_whatever_it_patches(tmp_pa
     assert why is None, (why, (tmp_path / "log.txt").read_text())
     points, says = grade.feedback(grader["spec"], report)["exercise_1"]
     assert points == (2 if answer == HONEST else 0), says
+    if "rewrites the runner" in {v: k for k, v in CHEATS.items()}.get(answer, ""):
+        assert report["tampered"] and "grader's memory" in report["tampered"][-1], report["tampered"]
 
 
 @pytest.mark.parametrize("answer, reason", [

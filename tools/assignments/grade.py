@@ -9,14 +9,17 @@ the folder's name) or a file (``bob.ipynb``; the student is its stem). ``RESULTS
 (what the student reads), ``<student>/answers.py`` (the answer cells as graded),
 ``<student>/written_N.md`` (a written answer, to grade by hand) and ``<student>/log.txt`` (what the
 run printed); and for the class ``gradebook.csv``: student, each exercise's points, each written
-question ("to grade"), total, max, status, feedback.
+question ("to grade" or "no answer"), total, max, status, feedback; and ``grader.json``, the
+SHA-256 of the grader's manifest it graded with.
 
 How a submission is graded (docs/instructors.md § How grading works): the grader reads its own copy
-of the checks (``build/assignments/NN_name/grader/``), verifies every file by SHA-256 against the
-manifest written when the edition was built, and keeps it in memory. Each student is then graded in a
+of the checks (``build/assignments/NN_name/grader/``), checks the manifest's SHA-256 against the one
+``make assignments`` printed (``--manifest``) or recorded beside the folder, verifies every file by
+SHA-256 against the manifest, and keeps that copy in memory. Each student is then graded in a
 process of their own (``grade_runner.py``), with a timeout, in a fresh temporary folder: the lesson's
 cells as handed out and the student's answer cells run, then the checks, built again from the
-verified sources, grade the names the answers define. A submission that is not a notebook, times
+verified sources, grade the names the answers define; the sources' hashes as built are compared with
+the grader's, and a difference is tampering. A submission that is not a notebook, times
 out, or kills its process gets 0 and a reason; the rest of the class is graded all the same.
 """
 from __future__ import annotations
@@ -44,32 +47,54 @@ ROOT = HERE.parents[1]
 RUNNER = HERE / "grade_runner.py"
 DEFAULT_TIMEOUT = 600            # seconds per student: a notebook's run is well under a minute
 PLACEHOLDER = "_Type your answer here, replacing this text._"
+RECORD = "grader-manifest.sha256"   # beside grader/, written by make assignments
 
 
 class Tampered(SystemExit):
     """The grader's own copy does not match its manifest: rebuild it (make assignments)."""
 
 
-def load_grader(folder: Path) -> dict:
-    """The grader's copy of one notebook, every file verified against ``manifest.json``, in memory."""
+def record_path(folder: Path) -> Path:
+    """Where ``make assignments`` records the SHA-256 of a grader folder's manifest: beside the folder, not in it."""
+    return folder.parent / RECORD
+
+
+def load_grader(folder: Path, expected: str | None = None) -> dict:
+    """The grader's copy of one notebook, every file verified against ``manifest.json``, in memory.
+
+    The manifest itself must hash to ``expected`` (the SHA-256 ``make assignments`` printed), or,
+    without it, to the one ``make assignments`` recorded beside the folder: a manifest rewritten along
+    with the files it lists (by a submission of an earlier run) stops grading.
+    """
     manifest_path = folder / "manifest.json"
     if not manifest_path.exists():
         raise SystemExit(f"no grader in {folder}: run `make assignments` first")
-    manifest = json.loads(manifest_path.read_text())
+    manifest_bytes = manifest_path.read_bytes()
+    digest = hashlib.sha256(manifest_bytes).hexdigest()
+    if expected is None:
+        record = record_path(folder)
+        if not record.exists():
+            raise Tampered(f"{record} is missing: run `make assignments` again")
+        expected, source = record.read_text().strip(), str(record)
+    else:
+        expected, source = expected.strip().lower(), "MANIFEST"
+    if digest != expected:
+        raise Tampered(f"{manifest_path} has SHA-256 {digest}, not {expected} ({source}): the grader folder was "
+                       "changed since it was built; run `make assignments` again")
+    manifest = json.loads(manifest_bytes)
     on_disk = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()} - {"manifest.json"}
     if on_disk != set(manifest):
         raise Tampered(f"{folder}: files {sorted(on_disk ^ set(manifest))} differ from its manifest; "
                        "run `make assignments` again")
     contents = {}
-    for name, digest in manifest.items():
+    for name, listed in manifest.items():
         data = (folder / name).read_bytes()
-        if hashlib.sha256(data).hexdigest() != digest:
+        if hashlib.sha256(data).hexdigest() != listed:
             raise Tampered(f"{folder / name} does not match its SHA-256 in the manifest; run `make assignments` again")
         contents[name] = data
     spec = json.loads(contents["questions.json"])
     notebook = nbformat.reads(contents[spec["notebook"]].decode(), as_version=4)
-    return {"spec": spec, "notebook": notebook, "contents": contents,
-            "manifest": hashlib.sha256(manifest_path.read_bytes()).hexdigest()}
+    return {"spec": spec, "notebook": notebook, "contents": contents, "manifest": digest, "checked_against": source}
 
 
 def students(submissions: Path, stem: str) -> list[tuple[str, Path | None, str | None]]:
@@ -168,6 +193,7 @@ def run_student(grader: dict, answers: dict[str, str | None], timeout: float,
                 log: Path) -> tuple[dict | None, str | None, float]:
     """Runs grade_runner.py on one student's answers: (its report, or None and why; seconds)."""
     token = secrets.token_hex(16)
+    job_hashes = _expected_hashes(grader)
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="gradlab-grade-") as work:
         work_path = Path(work)
@@ -209,7 +235,34 @@ def run_student(grader: dict, answers: dict[str, str | None], timeout: float,
             return None, "the report does not carry the grader's token (the answer forged it)", seconds
         if "error" in report:
             return None, report["error"], seconds
+        report["tampered"] = list(report.get("tampered", [])) + in_memory_tampering(job_hashes, report)
         return report, None, seconds
+
+
+def _expected_hashes(grader: dict) -> dict:
+    """What the runner must report it graded with: each check source's SHA-256, and that of the questions and seed."""
+    sources = {name.removeprefix("files/"): hashlib.sha256(data).hexdigest() for name, data in grader["contents"].items()
+               if name.startswith("files/exercises/") and name.endswith(".py")}
+    spec = grader["spec"]
+    graded_with = hashlib.sha256(json.dumps([spec["questions"], spec["seed"]], sort_keys=True).encode()).hexdigest()
+    return {"built_from": sources, "graded_with": graded_with}
+
+
+def in_memory_tampering(expected: dict, report: dict) -> list[str]:
+    """What the answers changed in the runner's memory before the checks were built: the sources, the questions.
+
+    The runner reports the SHA-256 of what it built the checks from; the grader compares them with the
+    hashes it holds (the child's copy of them could have been rewritten, this one not).
+    """
+    found = []
+    built = report.get("built_from")
+    if not isinstance(built, dict):
+        return ["the check sources (not reported)"]
+    found += [f"the check source {path} in the grader's memory" for path in sorted(set(expected["built_from"]) | set(built))
+              if built.get(path) != expected["built_from"].get(path)]
+    if report.get("graded_with") != expected["graded_with"]:
+        found.append("the questions or the seed in the grader's memory")
+    return found
 
 
 def feedback(spec: dict, report: dict) -> dict[str, tuple[float, str]]:
@@ -296,10 +349,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per student")
     parser.add_argument("--jobs", type=int, default=1, help="students graded side by side")
     parser.add_argument("--assignments", type=Path, default=ROOT / "build" / "assignments")
+    parser.add_argument("--manifest", default=None,
+                        help="the SHA-256 of the grader's manifest that make assignments printed (default: the one "
+                             "it recorded beside the grader folder)")
     args = parser.parse_args(argv)
     stem = Path(args.notebook).stem
-    grader = load_grader(args.assignments / stem / "grader")
+    grader = load_grader(args.assignments / stem / "grader", args.manifest or None)
     spec = grader["spec"]
+    print(f"grading {stem} with the grader manifest SHA-256 {grader['manifest']} "
+          f"(checked against {grader['checked_against']})", flush=True)
     if not args.submissions.is_dir():
         raise SystemExit(f"{args.submissions} is not a folder of submissions")
     roster = students(args.submissions, stem)
@@ -315,6 +373,9 @@ def main(argv: list[str] | None = None) -> int:
         for row in rows:
             writer.writerow({**row, "max": max_points(spec), "manual_max": sum(w["points"] for w in spec["written"]),
                              "seconds": f"{row['seconds']:.1f}"})
+    (args.results / "grader.json").write_text(json.dumps(
+        {"notebook": stem, "grader_manifest_sha256": grader["manifest"], "checked_against": grader["checked_against"],
+         "commit": spec.get("commit"), "students": len(rows)}, indent=1) + "\n")
     took = time.monotonic() - started
     width = max([len(r["student"]) for r in rows] + [7])
     for row in rows:

@@ -7,26 +7,32 @@ sources of the check modules, the questions, a seed and a token. Then, in a fres
 
 1. it runs the lesson's cells and, in their places, the student's answer cells (less their
    top-level self-check calls). No other cell of the submission runs: a cell the student added, or
-   a lesson cell the student changed, is not graded and cannot act;
+   a lesson cell the student changed, is not run;
 2. it drops every ``exercises`` module from ``sys.modules`` and builds them again from the sources it
    read at the start (a module or a file the answers patched is not what grades them), restores
    ``sys.meta_path``, ``sys.stdout`` and ``sys.stderr``, and calls the checks itself: the public
    self-check and, where a check takes a ``seed``, the held-out cases drawn from the grader's seed.
-   The names ``check_exercise_N``, ``grader`` and ``tests/`` of the notebook are never used;
+   The names ``check_exercise_N``, ``grader`` and ``tests/`` of the notebook are not called. Right
+   before building them it takes the SHA-256 of every source it builds, and of the questions and the
+   seed it grades with, and reports them: ``grade.py`` compares them with the hashes it holds, so an
+   answer that rewrote this process's copy of the sources (walking up the stack to ``job``) is
+   reported as tampering;
 3. it compares the attributes of the libraries the checks share with the answers (NumPy, TensorFlow,
    Keras, gradlab, builtins) with a snapshot taken before the answers ran: an answer that replaced
    one of them is reported as tampering;
 4. it writes its findings, with the token, to the file named in the job and ends with ``os._exit``.
 
-What it cannot stop, an answer's code running in this process can do while a check calls it (read
-this process's memory, patch a library deeper than the snapshot looks, start processes): see
-docs/instructors.md § What the grader protects against.
+The answers run in this process before the checks are built: their code can read and change this
+process's memory (the sources, the seed, the token, this module's functions), patch a library deeper
+than the snapshot looks, or start processes. The checks above catch the tampering they know, not
+every tampering: see docs/instructors.md § What the grader protects against.
 """
 from __future__ import annotations
 
 import ast
 import builtins
 import contextlib
+import hashlib
 import importlib
 import io
 import json
@@ -36,7 +42,7 @@ import sys
 import time
 import types
 
-_OPEN, _EXIT, _DUMPS = open, os._exit, json.dumps      # taken before any answer runs
+_OPEN, _EXIT, _DUMPS, _SHA256 = open, os._exit, json.dumps, hashlib.sha256   # taken before any answer runs
 LIBRARIES = ("builtins", "numpy", "numpy.linalg", "tensorflow", "tensorflow.math", "keras", "keras.ops",
              "gradlab")
 
@@ -77,8 +83,16 @@ def _changed(before: dict[str, dict[str, int]]) -> list[str]:
     return changed
 
 
-def _load_checks(files: dict[str, str]) -> None:
-    """Builds the ``exercises`` package again from the verified sources, in place of whatever is loaded."""
+def _digest(text: str) -> str:
+    return _SHA256(text.encode()).hexdigest()
+
+
+def _load_checks(files: dict[str, str]) -> dict[str, str]:
+    """Builds the ``exercises`` package again from the verified sources, in place of whatever is loaded.
+
+    Returns the SHA-256 of each source as built, for the grader to compare with the hashes it holds.
+    """
+    built = {}
     for name in [n for n in sys.modules if n == "exercises" or n.startswith("exercises.")]:
         del sys.modules[name]
     importlib.invalidate_caches()
@@ -95,7 +109,10 @@ def _load_checks(files: dict[str, str]) -> None:
         sys.modules[name] = module
         if "." in name:
             setattr(sys.modules[name.rpartition(".")[0]], name.rpartition(".")[2], module)
-        exec(compile(files[path], module.__file__, "exec"), module.__dict__)
+        source = files[path]
+        built[path] = _digest(source)
+        exec(compile(source, module.__file__, "exec"), module.__dict__)
+    return built
 
 
 def run(job: dict) -> dict:
@@ -136,7 +153,8 @@ def run(job: dict) -> dict:
     sys.meta_path[:], sys.path_hooks[:], sys.path[:] = meta_path, path_hooks, path
     sys.stdout, sys.stderr, builtins.__import__ = stdout, stderr, real_import
     tampered = _changed(before) if before is not None else []
-    _load_checks(job["files"])
+    report["graded_with"] = _digest(_DUMPS([job["questions"], job["seed"]], sort_keys=True))
+    report["built_from"] = _load_checks(job["files"])
     failed = {c["question"]: c["error"] for c in report["cells"] if c["question"] and c["error"]}
     for question in job["questions"]:
         name = question["name"]

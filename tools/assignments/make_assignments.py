@@ -23,7 +23,8 @@ One source of truth: everything is generated from the workbook's notebooks and t
    Homepage) and checked out at the commit the edition is built from, gradlab from it, otter-grader at
    its pin, and the question's tests.
 5. writes ``grader/``: what ``make grade`` (``grade.py``) grades with, and ``manifest.json``, the
-   SHA-256 of each of its files.
+   SHA-256 of each of its files; prints the manifest's own SHA-256 and records it beside the folder
+   (``grader-manifest.sha256``), where ``make grade`` checks it.
 
 Usage: python tools/assignments/make_assignments.py [--out build/assignments] [--run-tests] [NN_name ...]
 
@@ -518,6 +519,16 @@ def colab_repository(table: dict | None = None) -> str:
     return repository.strip()
 
 
+def repository_origin(repository: str, table: dict | None = None) -> str:
+    """Where ``repository`` comes from, as ``make assignments`` and the Colab cell say it."""
+    table = points_table() if table is None else table
+    if "repository" in table.get("colab", {}):
+        return f"[colab] repository in {POINTS_TABLE.name}"
+    if repository == project_home.HOMEPAGE:
+        return f"pyproject.toml's Homepage; set [colab] repository in {POINTS_TABLE.name} to change it"
+    return "the repository this edition was built for"
+
+
 def colab_cell(notebook_path: Path, tests: dict[str, str], repository: str | None = None,
                commit: str | None = None) -> str:
     """The Colab version's first cell: the workbook at ``commit`` from ``repository``, then otter-grader and the tests.
@@ -542,7 +553,7 @@ def colab_cell(notebook_path: Path, tests: dict[str, str], repository: str | Non
             "# it writes the tests if they are missing).\n"
             "import os\nimport subprocess\nimport sys\n\n"
             'if "google.colab" in sys.modules or os.environ.get("GRADLAB_COLAB") == "1":\n'
-            f"    repository = {json.dumps(repository)}   # [colab] repository in points.toml\n"
+            f"    repository = {json.dumps(repository)}   # {repository_origin(repository)}\n"
             f"    commit = {json.dumps(commit)}   # the autograder's\n"
             '    git = ["git", "-C", "gradlab-workbook"]\n'
             '    if not os.path.isdir("gradlab-workbook"):\n'
@@ -629,6 +640,7 @@ def grader_copy(path: Path, result: Path, questions: list[Question], held_out: i
     files = sorted(p for p in grader.rglob("*") if p.is_file())
     manifest = {p.relative_to(grader).as_posix(): sha256(p) for p in files}
     (grader / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    (result / "grader-manifest.sha256").write_text(sha256(grader / "manifest.json") + "\n")   # make grade checks it
     return grader
 
 
@@ -704,8 +716,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     held_out = seed()
     repository = colab_repository()
-    print(f"The Colab version clones {repository} at commit {full_commit()[:12]} ([colab] repository in "
-          f"{POINTS_TABLE.name}); push that commit there before handing it out.")
+    print(f"The Colab version clones {repository} at commit {full_commit()[:12]} ({repository_origin(repository)}); "
+          "push that commit there before handing it out.")
     changed = uncommitted()
     if changed:
         print(f"warning: {len(changed)} file(s) differ from that commit ({', '.join(changed[:3])}"
@@ -717,7 +729,8 @@ def main(argv: list[str] | None = None) -> int:
         except ConventionError as error:
             raise SystemExit(f"{error}\n(the instructor edition is generated from the workbook's exercise conventions: "
                              "see tools/assignments/make_assignments.py)") from error
-        print(f"{path.stem}: student, colab, autograder, grader in {time.monotonic() - began:.1f} s")
+        print(f"{path.stem}: student, colab, autograder, grader in {time.monotonic() - began:.1f} s; grader "
+              f"manifest SHA-256 {sha256(args.out / path.stem / 'grader' / 'manifest.json')}")
     (args.out / "README.md").write_text(
         f"# gradlab · instructor edition (otter-grader {otter_version()}), generated from commit {commit()}\n\n"
         "Per notebook: `student/` (hand out the folder), `colab/` (the Colab-ready student notebook),\n"

@@ -16,6 +16,8 @@ from the generated student notebook, and ``<out>/NN_name.expected.csv``, the poi
 - ``cheat_tests/``: the starter, and the notebook rewrites ``tests/*.py`` and the check module on disk: 0;
 - ``cheat_grader/``: the starter, ``grader = None`` and a ``check_exercise_1`` that passes everything: 0;
 - ``cheat_numpy/``: the starter, and the answer replaces ``numpy.allclose``: every exercise 0 (tampering);
+- ``cheat_frame/``: the starter, and the answer walks up the stack to the grading process's copy of
+  the check module's source and appends a check that passes everything: every exercise 0 (tampering);
 - ``endless/``: exercise 1's function never returns: 0, timed out;
 - ``crash/``: exercise 1's function kills its process: 0;
 - ``notes.py``, ``corrupt.ipynb``: not a notebook: 0;
@@ -145,6 +147,13 @@ def _cheats(question: edition.Question) -> dict[str, str]:
                         "    _file.write('\\ncheck_exercise_1 = self_check(lambda *args, **kwargs: \"fine\")\\n'\n"
                         "                'check_exercise_2 = self_check(lambda *args, **kwargs: \"fine\")\\n')\n"),
         "cheat_grader": ("\ngrader = None\n\n\ndef check_exercise_1(*args, **kwargs):\n    return True\n"),
+        "cheat_frame": ("\nimport sys as _sys\n_frame = _sys._getframe(0)\n"
+                        "while _frame is not None and 'job' not in _frame.f_locals:\n"
+                        "    _frame = _frame.f_back\n"
+                        "if _frame is not None:\n"
+                        f"    _frame.f_locals['job']['files']['{module.replace('.', '/')}.py'] += (\n"
+                        "        '\\nclass _Pass:\\n    passed = True\\n    message = \"Well done.\"\\n'\n"
+                        "        'check_exercise_1.verdict = lambda *args, **kwargs: _Pass()\\n')\n"),
         "cheat_numpy": ("\nimport numpy as _np\n_np.allclose = lambda *args, **kwargs: True\n"
                         "_np.array_equal = lambda *args, **kwargs: True\n"),
         "endless": (f"\n\ndef {_function(question)}(*args, **kwargs):\n    while True:\n        pass\n"),
@@ -188,8 +197,9 @@ def submissions(stem: str, assignments: Path) -> list[tuple[str, str, object, di
             notebook.cells.append(nbformat.v4.new_code_cell(
                 questions[0].head.split("\n")[0] + "\n" + cheats[cheat]))
         out.append((cheat, "folder", notebook, first_zero))
-    out.append(("cheat_numpy", "folder", hand_in(student, questions, {**solutions, 1: questions[0].starter},
-                                                 {1: cheats["cheat_numpy"]}), zero))
+    for cheat in ("cheat_numpy", "cheat_frame"):
+        out.append((cheat, "folder", hand_in(student, questions, {**solutions, 1: questions[0].starter},
+                                             {1: cheats[cheat]}), zero))
     for kind in ("endless", "crash"):
         out.append((kind, "folder", hand_in(student, questions, {**solutions, 1: ""}, {1: cheats[kind]}), zero))
     out.append(("notes", "py", b"# my answers\ndef scale_and_clip(x, factor, bound):\n    return x\n", zero))
