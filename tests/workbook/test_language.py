@@ -71,7 +71,7 @@ def test_setup_chooses_the_language_for_the_kernel():
                           env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home())})
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[1].endswith("CPU · 单线程，运算逐个执行 · 随机种子 0 · 数组打印 4 位小数")
+    assert lines[1].endswith("CPU · 单线程，算子逐个执行 · 随机种子 0 · 数组打印 4 位小数")
     assert lines[2] == "zh_CN" and lines[4].endswith("CPU · 1 thread, one op at a time · seed 0 · arrays print 4 decimals")
     assert lines[5] == "None"
 
