@@ -148,15 +148,20 @@ def test_exercise_2_refuses_the_layers_factor_read_as_a_python_number(refused):
     assert "call the layer, reversal(features), which reads its factor at every call" in out
 
 
-def test_exercise_2_refuses_a_hard_coded_gradient(refused):
-    """The features' gradient of the first features, sent whatever the features: the traced probe refuses it."""
+def _public_features_gradient() -> tf.Tensor:
+    """The gradient the public case's first features receive from a seeded head (to write into an answer)."""
     features = tf.constant(np.random.default_rng(0).normal(size=(4, 3)), tf.float32)
     keras.utils.set_random_seed(0)
     head = keras.layers.Dense(1)
     with tf.GradientTape() as tape:
         tape.watch(features)
         loss = keras.losses.BinaryCrossentropy(from_logits=True)(tf.constant([[0.0], [0.0], [1.0], [1.0]]), head(features))
-    plain = tape.gradient(loss, features)
+    return tape.gradient(loss, features)
+
+
+def test_exercise_2_refuses_a_hard_coded_gradient(refused):
+    """The features' gradient of the first features, sent whatever the features: the traced probe refuses it."""
+    plain = _public_features_gradient()
 
     def hard_coded(f, reversal, head):
         @tf.custom_gradient
@@ -181,13 +186,7 @@ def test_held_out_cases_decide_as_the_public_ones(seed, accepted, refused):
 def test_held_out_cases_refuse_answers_fitted_to_the_public_ones(refused):
     """The public ramp's factors, or the public features' gradient, written into the answer: a seed refuses them."""
     assert "the ramp is" in refused(check_exercise_1(_HardCoded, seed=3))
-    features = tf.constant(np.random.default_rng(0).normal(size=(4, 3)), tf.float32)
-    keras.utils.set_random_seed(0)
-    head = keras.layers.Dense(1)
-    with tf.GradientTape() as tape:
-        tape.watch(features)
-        loss = keras.losses.BinaryCrossentropy(from_logits=True)(tf.constant([[0.0], [0.0], [1.0], [1.0]]), head(features))
-    plain = tape.gradient(loss, features)
+    plain = _public_features_gradient()
 
     def hard_coded(f, reversal, head):
         @tf.custom_gradient
