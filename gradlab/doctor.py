@@ -45,8 +45,10 @@ _STE = (
 )
 _NONE_VS_ZERO = f"{_NB02}, section 2, tells a None gradient from a zero one"
 
-#: Ops that round: piecewise constant, so their gradient is None (or, for TruncateMod, not registered).
-_ROUNDING = {"Round", "Floor", "Ceil", "Rint", "FloorDiv", "FloorMod", "TruncateDiv", "TruncateMod"}
+#: Ops that round or jump, so their gradient is None (or, for TruncateMod, not registered), with their public names.
+_ROUNDING = {"Round": "tf.round", "Floor": "tf.math.floor", "Ceil": "tf.math.ceil", "Rint": "tf.math.rint",
+             "FloorDiv": "tf.math.floordiv", "FloorMod": "tf.math.floormod", "TruncateDiv": "tf.truncatediv",
+             "TruncateMod": "tf.truncatemod"}
 #: Ops that run Python: ``tf.numpy_function`` (PyFunc) and ``tf.py_function`` (EagerPyFunc).
 _PYTHON = {"PyFunc", "PyFuncStateless", "EagerPyFunc"}
 #: Comparisons and logical ops: they return booleans.
@@ -612,10 +614,11 @@ def _none_words(op: tf.Operation) -> Tuple[str, str]:
                 f"Remove the tf.stop_gradient if the gradient should flow; to keep a value but take the gradient of "
                 f"something else, use b + tf.stop_gradient(f - b) ({_NB02}, sections 1 and 3).")
     if t in _ROUNDING:
-        said = ("its registered gradient returns None (its derivative is 0 almost everywhere), so the tape "
-                "returns None" if _registered(op) else
-                "TensorFlow registers no gradient for it, so tape.gradient raises LookupError")
-        return (f"tf.{t.lower()} is piecewise constant: {said}.",
+        why = (f"{_ROUNDING[t]} is piecewise constant: its registered gradient returns None (its derivative is 0 "
+               "almost everywhere), so the tape returns None" if _registered(op) else
+               f"{_ROUNDING[t]} jumps, and TensorFlow registers no gradient for it, so tape.gradient raises "
+               "LookupError")
+        return (f"{why}.",
                 f"To train through it, {_STE}; {_NONE_VS_ZERO}.")
     if t in ("PyFunc", "PyFuncStateless"):
         return ("tf.numpy_function runs Python that TensorFlow cannot differentiate: it is registered as not "
@@ -679,7 +682,8 @@ def _nonfinite_words(op: tf.Operation, path) -> Tuple[str, str]:
                 f"tf.where(c, f(tf.where(c, x, safe_x)), other) ({_NB13}, section 2).")
     if "norm" in op.name.lower():
         return (f"{op.type}'s backward pass gives inf or NaN: {formula}, here the norm of a zero vector.",
-                f"Use the double tf.where, which keeps the value exact: with s = tf.reduce_sum(x ** 2), "
+                f"Use the double tf.where, which keeps the value exact: with s = tf.reduce_sum(x ** 2) (over the "
+                f"norm's axis, keepdims=True where you need it), "
                 f"tf.where(s > 0, tf.sqrt(tf.where(s > 0, s, 1.0)), 0.0) ({_NB13}, section 2). An epsilon under "
                 f"the square root, tf.sqrt(s + eps), also gives a finite gradient but changes the value.")
     if any(t.dtype == tf.float16 for t in list(op.inputs) + list(op.outputs)):
@@ -688,8 +692,9 @@ def _nonfinite_words(op: tf.Operation, path) -> Tuple[str, str]:
                 f"Compute {op.type} in float32 (tf.cast its input to tf.float32, and the result back), or keep its "
                 f"input away from that point (clip it, add a small epsilon).")
     return (f"{op.type}'s backward pass turns a finite gradient into inf or NaN: {formula}.",
-            f"Keep its input away from that point (clip it, add a small epsilon); where a tf.where already "
-            f"excludes those elements, use the double tf.where ({_NB13}, section 2).")
+            f"Where those inputs should give a fixed value, use the double tf.where, which keeps every other value "
+            f"exact: tf.where(c, f(tf.where(c, x, safe_x)), fixed) ({_NB13}, section 2). Clipping the input or "
+            f"adding a small epsilon also gives a finite gradient, but changes the value.")
 
 
 def _zero_words(op: tf.Operation) -> Tuple[str, str]:

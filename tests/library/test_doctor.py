@@ -211,6 +211,7 @@ def test_an_op_without_any_gradient():
     assert (entry.status, entry.op_type, entry.where) == ("none", "TruncateMod", culprit_line(fn))
     assert "registers no gradient" in entry.reason and "raises LookupError" in entry.reason
     assert "returns None" not in entry.reason
+    assert "tf.truncatemod jumps" in entry.reason and "piecewise constant" not in entry.reason  # slope 1 between jumps
 
 
 @pytest.mark.parametrize("op", [tf.round, tf.floor, tf.math.ceil])
@@ -219,6 +220,15 @@ def test_a_rounding_op_with_a_registered_gradient_is_not_called_unregistered(op)
     entry = gradlab.explain_gradient(lambda x: op(x * 3.0), tf.constant([0.2, 1.4]))[0]
     assert entry.status == "none"
     assert "registered gradient returns None" in entry.reason and "registers no gradient" not in entry.reason
+    assert entry.reason.startswith({tf.round: "tf.round ", tf.floor: "tf.math.floor ", tf.math.ceil: "tf.math.ceil "}[op])
+
+
+def test_a_singular_op_outside_a_norm_leads_with_the_double_where():
+    """A hand-written norm, sqrt(sum(x**2)) at 0: the fix keeps the value exact first, the epsilon second."""
+    entry = gradlab.explain_gradient(lambda x: tf.sqrt(tf.reduce_sum(x * x)), tf.constant([0.0, 0.0]))[0]
+    assert (entry.status, entry.op_type) == ("nonfinite", "Sqrt")
+    assert entry.fix.startswith("Where those inputs should give a fixed value, use the double tf.where")
+    assert entry.fix.index("double tf.where") < entry.fix.index("epsilon") and "changes the value" in entry.fix
 
 
 # --- an unknown batch dimension, float16 ------------------------------------------------------------------
