@@ -20,7 +20,7 @@ LOCALE_DIR = Path(__file__).resolve().parents[1] / "locale"
 
 
 def N_(message: str) -> str:  # noqa: N802 (gettext's name for "mark for translation, translate later")
-    """Marks ``message`` for the catalog where it is defined; :func:`_` translates it where it is shown."""
+    """Marks ``message`` for the catalog where it is defined; :func:`translated` translates it where it is shown."""
     return message
 
 
@@ -29,7 +29,7 @@ def _translation(language: str) -> gettext.NullTranslations:
     return gettext.translation(DOMAIN, localedir=str(LOCALE_DIR), languages=[language], fallback=True)
 
 
-def _(message: str) -> str:
+def translated(message: str) -> str:
     """``message`` in the language ``GRADLAB_LANGUAGE`` names; the English itself without one or a translation."""
     language = os.environ.get(LANGUAGE_VARIABLE) or "en"
     return message if language == "en" else _translation(language).gettext(message)

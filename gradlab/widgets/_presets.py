@@ -17,7 +17,7 @@ from gradlab import _validation as v
 from gradlab import ops
 from gradlab.widgets._controls import tooltip
 from gradlab.widgets._view import Explorer, explore
-from gradlab.widgets._labels import N_, _
+from gradlab.widgets._labels import N_, translated
 
 _STYLE = {"description_width": "initial"}
 _LAYOUT = {"width": "460px"}
@@ -49,7 +49,7 @@ class Slider:
     def widget(self, value: Any) -> widgets.ValueWidget:
         cls = widgets.FloatRangeSlider if isinstance(self, RangeSlider) else widgets.FloatSlider
         return cls(value=value, min=self.low, max=self.high, step=self.step, readout_format=self.readout,
-                   description=_(self.description), **tooltip(_(self.tooltip)), continuous_update=True,
+                   description=translated(self.description), **tooltip(translated(self.tooltip)), continuous_update=True,
                    style=_STYLE, layout=widgets.Layout(**_LAYOUT))
 
 
@@ -80,7 +80,7 @@ class Choice:
 
     def widget(self, value: Any) -> widgets.ValueWidget:
         return widgets.Dropdown(options=list(self.choices.items()), value=self.choices[value],
-                                description=_(self.description), **tooltip(_(self.tooltip)),
+                                description=translated(self.description), **tooltip(translated(self.tooltip)),
                                 style=_STYLE, layout=widgets.Layout(**_LAYOUT))
 
 
