@@ -261,7 +261,7 @@ def figure_alt(cells: list[dict], index: int, limit: int = 300) -> str:
         for i, sentence in enumerate(found):
             if FIGURE_WORDS.search(sentence):
                 if above and i and len(found[0]) + len(sentence) < limit:
-                    alt = f"{found[0]} {sentence}"
+                    alt = found[0] + ("" if found[0].endswith(("。", "！", "？")) else " ") + sentence
                 else:
                     alt = " ".join(found[i:i + 2]) if len(sentence) < 60 else sentence
                 break

@@ -140,7 +140,7 @@ def test_sentences_and_figure_alt_read_chinese():
     assert build_book.sentences("梯度被裁剪。左图是前向值！右图呢？`tf.round` 不变") == [
         "梯度被裁剪。", "左图是前向值！", "右图呢？", "tf.round 不变"]
     cells = _cells("训练 20 步。代价很小。左图是前向值，右图是梯度。")
-    assert build_book.figure_alt(cells, 1) == "训练 20 步。 左图是前向值，右图是梯度。"
+    assert build_book.figure_alt(cells, 1) == "训练 20 步。左图是前向值，右图是梯度。"
 
 
 def test_caption_is_the_first_sentence_of_the_markdown_above():
