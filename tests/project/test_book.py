@@ -493,9 +493,8 @@ def test_chinese_pages_are_chinese_and_their_links_stay_chinese():
         article = text.split('<article class="bd-article">', 1)[1].split("</article>", 1)[0]
         prose = re.sub(r"<(pre|code|script|style|math|mjx-container)\b.*?</\1>", " ", article, flags=re.S)
         prose = re.sub(r"\\\(.*?\\\)|\\\[.*?\\\]|\$\$.*?\$\$", " ", re.sub(r"<[^>]+>", " ", prose), flags=re.S)
-        prose = re.sub(r'<div class="cell_output.*?</div>', " ", prose, flags=re.S)
         cjk, words = chinese_and_english(prose)
-        assert cjk > 2 * words, f"{name}: {cjk} Chinese characters against {words} English words"
+        assert cjk > 2 * words, f"{name}: {cjk} Chinese characters against {words} English words"   # 7.6 at least
 
 
 def test_chinese_index_lists_every_notebook_by_its_chinese_title_and_links_the_english_api():
