@@ -288,12 +288,13 @@ def _check_one(name: str, fn, want_value: np.ndarray, want_gradient: np.ndarray,
                        "{want:.7g}.").format(name=name, x=x[i], got=value[i], want=want_value[i]) + "\n"
                      + ((moved or keep) if small else keep))
     if gradient is None:
-        raise NotYet(_("no gradient reaches x through {name} (tape.gradient returns None).").format(name=name)
-                     + f" {_ask(name, x)}")
+        raise NotYet(_("no gradient reaches x through {name} (tape.gradient returns None). {ask}").format(
+            name=name, ask=_ask(name, x)))
     if not np.all(np.isfinite(gradient)):
         i = int(np.argmax(~np.isfinite(gradient)))
         raise NotYet(_("{name}'s gradient holds {got} at x = {x:.7g} (where the original's value is "
-                       "{want:.7g}).").format(name=name, got=gradient[i], x=x[i], want=want_value[i]) + f" {_ask(name, x)}")
+                       "{want:.7g}). {ask}").format(name=name, got=gradient[i], x=x[i], want=want_value[i],
+                                                    ask=_ask(name, x)))
     if np.allclose(gradient, want_gradient, rtol=1e-5, atol=1e-6):
         return
     wrong = ~np.isclose(gradient, want_gradient, rtol=1e-5, atol=1e-6)
