@@ -57,7 +57,8 @@ CODE_DOMAINS = {
     "workbook": (LOCALE, ("notebooks/workbook.py", "notebooks/exercises/_harness.py", "notebooks/exercises/start_here.py",
                              "notebooks/exercises/custom_gradient.py", "notebooks/exercises/higher_order.py",
                              "notebooks/exercises/performance.py", "notebooks/exercises/legacy.py",
-                             "notebooks/exercises/reference.py", "notebooks/exercises/questions.py")),
+                             "notebooks/exercises/reference.py", "notebooks/exercises/domain_adversarial.py",
+                             "notebooks/exercises/recipes.py", "notebooks/exercises/questions.py")),
     "gradlab": (ROOT / "gradlab" / "locale", ("gradlab/widgets/_presets.py",)),
 }
 CODE_DOMAIN = "workbook"

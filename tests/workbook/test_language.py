@@ -118,6 +118,8 @@ EXERCISE_NOTEBOOKS = {
     "performance": "09_performance",
     "legacy": "10_appendix_tf1_legacy",
     "reference": "11_appendix_reference",
+    "domain_adversarial": "12_domain_adversarial",
+    "recipes": "13_recipes",
     "questions": "14_questions",
 }
 #: What the notebooks have imported when a learner reaches the exercises.
@@ -175,6 +177,9 @@ HINTED = {
     "performance": (lambda m: m.check_exercise_1(lambda log, technique: 1.0), "提示：请在第 1 轮及以后的各轮中"),
     "legacy": (lambda m: m.check_exercise_2(_custom(lambda dy: 0.1 * dy)), "这是把 dy 缩放了 0.1 倍"),
     "reference": (lambda m: m.check_exercise_1(_custom(lambda dy: dy, tf.sign)), "grad 乘以 dy 了吗"),
+    "domain_adversarial": (lambda m: m.check_exercise_2(lambda features, reversal, head: head(features)),
+                           "它们收到的是普通梯度"),
+    "recipes": (lambda m: m.check_exercise_1(lambda x: tf.math.log(tf.maximum(x, 1e-30))), "在 x <= 0 处值为 0"),
     "questions": (lambda m: m.check_exercise_2(lambda losses_fn, w, clip: tf.zeros_like(w)), "应为 ["),
 }
 
