@@ -21,6 +21,7 @@ import os
 import re
 import sys
 import sysconfig
+import threading
 import traceback
 import warnings
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -584,6 +585,10 @@ def _trace(fn: Callable, sources: List[_Source], todo: Dict[int, str]):
     raise last_error  # type: ignore[misc]
 
 
+#: Held while ``tf.config.run_functions_eagerly`` is switched on (:func:`_nested_functions_inlined`).
+_RUN_EAGERLY_LOCK = threading.RLock()
+
+
 @contextlib.contextmanager
 def _nested_functions_inlined() -> Iterator[None]:
     """Traces the ``tf.function``s that ``fn`` calls into its own graph, not as call ops gradlab cannot open.
@@ -591,15 +596,19 @@ def _nested_functions_inlined() -> Iterator[None]:
     With ``tf.config.run_functions_eagerly(True)``, calling a ``tf.function`` runs its Python function
     where it is called: inside the trace, its ops land in the traced graph (a loss calling a
     ``tf.function`` with an ``input_signature``, say), and their tracebacks give the user's lines.
+    The setting is process-wide: a lock keeps two diagnoses in two threads from restoring each other's
+    value, and a ``tf.function`` that another thread calls meanwhile runs eagerly (correct, but slower).
     """
-    before = tf.config.functions_run_eagerly()
-    tf.config.run_functions_eagerly(True)
-    try:
-        with warnings.catch_warnings():  # tf.data's functions stay traced: that is fine here, say nothing
-            warnings.filterwarnings("ignore", message=".*does not apply to tf.data functions", category=UserWarning)
-            yield
-    finally:
-        tf.config.run_functions_eagerly(before)
+    with _RUN_EAGERLY_LOCK:
+        before = tf.config.functions_run_eagerly()
+        tf.config.run_functions_eagerly(True)
+        try:
+            with warnings.catch_warnings():  # tf.data's functions stay traced: that is fine here, say nothing
+                warnings.filterwarnings("ignore", message=".*does not apply to tf.data functions",
+                                        category=UserWarning)
+                yield
+        finally:
+            tf.config.run_functions_eagerly(before)
 
 
 # --- the words ----------------------------------------------------------------------------------------
@@ -697,7 +706,40 @@ def _nonfinite_words(op: tf.Operation, path) -> Tuple[str, str]:
             f"adding a small epsilon also gives a finite gradient, but changes the value.")
 
 
-def _zero_words(op: tf.Operation) -> Tuple[str, str]:
+def _guarded_singular(op: tf.Operation, path) -> Optional[str]:
+    """The type of a singular op (``Sqrt``, ``Log``...) between the source and this tf.where's branch, if any."""
+    stack = [t for t in op.inputs[1:] if t.ref() in path]
+    seen = set()
+    while stack:
+        tensor = stack.pop()
+        if tensor.ref() in seen:
+            continue
+        seen.add(tensor.ref())
+        if tensor.op.type in _SINGULAR and tensor.op.type != "Exp":
+            return tensor.op.type
+        stack.extend(t for t in tensor.op.inputs if t.ref() in path)
+    return None
+
+
+def _where_zero_words(op: tf.Operation, path) -> Tuple[str, str]:
+    """A tf.where whose selected branch does not depend on the source: zero by design, a guard's zero."""
+    if all(t.ref() in path for t in op.inputs[1:]):
+        return ("the tf.where selects the other branch for every element, so this branch gets zeros.",
+                "Check the condition of the tf.where; the unselected branch never gets a gradient.")
+    singular = _guarded_singular(op, path)
+    if singular is not None:
+        return (f"the tf.where selects, for every element, the branch that does not depend on this source, so the "
+                f"gradient is exactly zero there by design: that is what a tf.where guarding a singular point (the "
+                f"{singular} in its other branch) should do.",
+                f"Nothing to fix if these are the points the tf.where guards: the double tf.where ({_NB13}, section 2) "
+                f"gives them a zero gradient. If you expected a gradient there, check the condition of the tf.where.")
+    return ("the tf.where selects, for every element, the branch that does not depend on this source, so the "
+            "gradient is exactly zero there: the branch that does depend on it is selected nowhere.",
+            "Nothing to fix if that is what the tf.where should select there. If you expected a gradient there, "
+            "check the condition of the tf.where: the branch it does not select gets no gradient.")
+
+
+def _zero_words(op: tf.Operation, path) -> Tuple[str, str]:
     name = op.name.lower()
     if op.type in ("Relu", "Relu6", "Elu", "Selu"):
         return (f"every unit of this ReLU ({op.name}) is inactive (input <= 0) for these inputs, so it sends back "
@@ -711,8 +753,7 @@ def _zero_words(op: tf.Operation) -> Tuple[str, str]:
                 f"00 (00_start_here.ipynb), section 4); to keep the clipped value and pass the gradient, use a "
                 f"straight-through estimator ({_NB02}, sections 3-4).")
     if op.type in ("Select", "SelectV2"):
-        return ("the tf.where selects the other branch for every element, so this branch gets zeros.",
-                "Check the condition of the tf.where; the unselected branch never gets a gradient.")
+        return _where_zero_words(op, path)
     return (f"{op.type} sends back an all-zero gradient for these inputs.",
             f"Check {op.type}'s inputs (a saturated or flat region, a factor of zero); {_NONE_VS_ZERO}.")
 
@@ -789,7 +830,9 @@ def explain_gradient(fn: Callable[..., Any], *sources: Any) -> GradientReport:
 
     Cost: one tape gradient when every source is ``ok``; otherwise a trace of ``fn`` and one
     run of the traced graph with the extra gradients. ``fn`` runs twice then, so it should have no
-    side effects (no optimizer step) and be deterministic (``training=False``, seeded).
+    side effects (no optimizer step) and be deterministic (``training=False``, seeded). The trace switches
+    ``tf.config.run_functions_eagerly`` on for its duration, for the whole process: diagnose while no other
+    thread trains.
 
     Args:
       fn: a Python function, a ``tf.function`` or a Keras model or layer, called as
@@ -915,6 +958,6 @@ def _diagnose(fn: Callable, sources: List[_Source], todo: Dict[int, str],
         elif status == "nonfinite":
             reason, fix = _nonfinite_words(op, walk.paths[index])
         else:
-            reason, fix = _zero_words(op)
+            reason, fix = _zero_words(op, walk.paths[index])
         found[index] = GradientDiagnosis(label, status, op.type, _op_where(op), reason, fix, op_name=op.name)
     return found

@@ -231,6 +231,41 @@ def test_a_singular_op_outside_a_norm_leads_with_the_double_where():
     assert entry.fix.index("double tf.where") < entry.fix.index("epsilon") and "changes the value" in entry.fix
 
 
+def guarded_square_root(x):
+    safe = tf.where(x > 0.0, x, 1.0)
+    return tf.where(x > 0.0, tf.sqrt(safe), 0.0)  # <- culprit
+
+
+def guarded_norm(x):
+    s = tf.reduce_sum(x ** 2)
+    return tf.where(s > 0.0, tf.sqrt(tf.where(s > 0.0, s, 1.0)), 0.0)  # <- culprit
+
+
+def selects_a_constant(x):
+    return tf.where(x > 5.0, 2.0 * x, 0.0)  # <- culprit
+
+
+@pytest.mark.parametrize("mode", ["eager", "function"])
+@pytest.mark.parametrize("fn, x", [(guarded_square_root, [0.0, -1.0]), (guarded_norm, [0.0, 0.0])])
+def test_the_double_where_at_its_guarded_points_is_zero_by_design(fn, x, mode):
+    """Issue 39: the doctor's own fix, at the singular point, is not told to check its condition as if broken."""
+    entry = gradlab.explain_gradient(in_mode(fn, mode), tf.constant(x))[0]
+    assert (entry.status, entry.op_type, entry.where) == ("zero", "SelectV2", culprit_line(fn)), str(entry)
+    assert "the branch that does not depend on this source" in entry.reason and "by design" in entry.reason
+    assert "guarding a singular point (the Sqrt in its other branch)" in entry.reason
+    assert entry.fix.startswith("Nothing to fix if these are the points the tf.where guards")
+    assert "If you expected a gradient there, check the condition of the tf.where." in entry.fix
+    assert gradlab.explain_gradient(fn, tf.constant([4.0, 1.0])).ok  # away from the guarded point: a gradient
+
+
+@pytest.mark.parametrize("mode", ["eager", "function"])
+def test_a_where_that_selects_a_constant_everywhere_points_at_the_condition_only_as_a_question(mode):
+    entry = gradlab.explain_gradient(in_mode(selects_a_constant, mode), tf.constant(X))[0]
+    assert (entry.status, entry.op_type, entry.where) == ("zero", "SelectV2", culprit_line(selects_a_constant))
+    assert "the branch that does depend on it is selected nowhere" in entry.reason and "singular" not in entry.reason
+    assert entry.fix.startswith("Nothing to fix if that is what the tf.where should select there. If you expected")
+
+
 # --- an unknown batch dimension, float16 ------------------------------------------------------------------
 
 
@@ -456,3 +491,22 @@ def test_every_status_is_one_of_the_four():
     seen = {case.status for case in CASES.values()}
     assert seen == set(gradlab.doctor.STATUSES)
 
+
+
+def test_diagnoses_in_two_threads_restore_the_process_setting():
+    """The trace switches tf.config.run_functions_eagerly on for the process; concurrent diagnoses (a lock) leave
+    it as they found it, and each reports its own cause."""
+    import concurrent.futures
+
+    @tf.function
+    def rounded(x):
+        return tf.round(x) * 2.0
+
+    def diagnose(_):
+        return gradlab.explain_gradient(lambda x: rounded(x), tf.constant([0.3, 1.7]))[0].status
+
+    assert not tf.config.functions_run_eagerly()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        statuses = list(pool.map(diagnose, range(8)))
+    assert statuses == ["none"] * 8
+    assert not tf.config.functions_run_eagerly()
