@@ -6,10 +6,15 @@ English; without it, nothing an English learner reads changes.
 """
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
 import tensorflow as tf
 
@@ -103,3 +108,91 @@ def test_a_check_that_reads_tensorflows_english_error_still_recognises_it_in_chi
     out = capsys.readouterr().out
     assert out.startswith("还不对：你的函数 抛出了异常 ValueError: custom_gradient function expected to return 2 gradients")
     assert "提示：product 有两个输入" in out
+
+
+# --- the self-checks of notebooks 08 to 14: the starters' verdicts in Chinese ------------------------------
+
+#: Each exercise module whose messages are translated, and the English notebook its exercises are in.
+EXERCISE_NOTEBOOKS = {
+    "higher_order": "08_higher_order_forward_mode",
+    "performance": "09_performance",
+    "legacy": "10_appendix_tf1_legacy",
+    "reference": "11_appendix_reference",
+    "domain_adversarial": "12_domain_adversarial",
+    "recipes": "13_recipes",
+    "questions": "14_questions",
+}
+#: What the notebooks have imported when a learner reaches the exercises.
+PRELUDE = ("import numpy as np\nimport tensorflow as tf\nimport keras\nimport gradlab\nimport gradlab.layers\n"
+           "from papers import dann\n")
+CJK = re.compile(r"[\u4e00-\u9fff]")
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+#: English words a translated sentence does not keep (no code in these verdicts is spelled so; `with` is).
+ENGLISH_WORDS = re.compile(r"\b(?:the|is|are|your|does|not|and|what|it|of|to)\b")
+
+
+def _exercise_outputs(notebook: str) -> list[str]:
+    """What each exercise cell of the English ``notebook`` prints, its starter untouched, in the chosen language."""
+    namespace: dict = {}
+    exec(PRELUDE, namespace)
+    printed = []
+    for cell in nbformat.read(NOTEBOOKS / f"{notebook}.ipynb", as_version=4).cells:
+        if cell.cell_type == "code" and "exercise" in cell.metadata.get("tags", []):
+            with contextlib.redirect_stdout(io.StringIO()) as out:
+                exec(cell.source, namespace)
+            printed.append(out.getvalue())
+    return printed
+
+
+def _assert_translated(english: str, chinese: str) -> None:
+    """``chinese`` is the Chinese of the verdict ``english``: Chinese prose, the same numbers."""
+    assert english.startswith("Not yet") and chinese.startswith("还不对"), (english, chinese)
+    assert len(CJK.findall(chinese)) >= 10, chinese
+    assert not ENGLISH_WORDS.findall(chinese), chinese
+    assert sorted(NUMBER.findall(chinese)) == sorted(NUMBER.findall(english)), (english, chinese)
+
+
+@pytest.mark.parametrize("module", sorted(EXERCISE_NOTEBOOKS))
+def test_the_starters_verdicts_are_chinese_with_the_same_numbers(module, monkeypatch):
+    monkeypatch.delenv(_i18n.LANGUAGE_VARIABLE, raising=False)
+    english = _exercise_outputs(EXERCISE_NOTEBOOKS[module])
+    monkeypatch.setenv(_i18n.LANGUAGE_VARIABLE, "zh_CN")
+    chinese = _exercise_outputs(EXERCISE_NOTEBOOKS[module])
+    assert len(chinese) == len(english) >= 2
+    for en, zh in zip(english, chinese):
+        _assert_translated(en, zh)
+
+
+def _custom(rule, forward=tf.identity):
+    """An op with the value ``forward(x)`` and the gradient ``rule(dy)``."""
+    @tf.custom_gradient
+    def op(x):
+        return forward(x), rule
+    return op
+
+
+#: Per module, an answer whose verdict ends in a hint, and the hint's Chinese.
+HINTED = {
+    "higher_order": (lambda m: m.check_exercise_1(6.0, 6.0), "只乘了一次系数 3"),
+    "performance": (lambda m: m.check_exercise_1(lambda log, technique: 1.0), "提示：请在第 1 轮及以后的各轮中"),
+    "legacy": (lambda m: m.check_exercise_2(_custom(lambda dy: 0.1 * dy)), "这是把 dy 缩放了 0.1 倍"),
+    "reference": (lambda m: m.check_exercise_1(_custom(lambda dy: dy, tf.sign)), "grad 乘以 dy 了吗"),
+    "domain_adversarial": (lambda m: m.check_exercise_2(lambda features, reversal, head: head(features)),
+                           "它们收到的是普通梯度"),
+    "recipes": (lambda m: m.check_exercise_1(lambda x: tf.math.log(tf.maximum(x, 1e-30))), "在 x <= 0 处值为 0"),
+    "questions": (lambda m: m.check_exercise_2(lambda losses_fn, w, clip: tf.zeros_like(w)), "应为 ["),
+}
+
+
+@pytest.mark.parametrize("module", sorted(HINTED))
+def test_a_hint_is_chinese_with_the_same_numbers(module, monkeypatch, capsys):
+    answer, hint = HINTED[module]
+    checks = importlib.import_module(f"exercises.{module}")
+    monkeypatch.delenv(_i18n.LANGUAGE_VARIABLE, raising=False)
+    assert not answer(checks)
+    english = capsys.readouterr().out
+    monkeypatch.setenv(_i18n.LANGUAGE_VARIABLE, "zh_CN")
+    assert not answer(checks)
+    chinese = capsys.readouterr().out
+    _assert_translated(english, chinese)
+    assert hint in chinese, chinese
