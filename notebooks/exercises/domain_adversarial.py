@@ -88,9 +88,10 @@ def _gamma_or_progress(callback_class, seen, epochs: int, batches: int) -> str:
         more = []
     other = _fitted_gamma(more, other_steps) if len(more) == other_steps else None
     if other is not None and np.isclose(other, gamma, rtol=1e-3):
-        return _("\nThese values fit the ramp 2/(1 + exp(-γ·p)) - 1 with γ ≈ {gamma:.3g}, also over "
-                 "{other_steps} steps; the paper's\nramp has γ = 10. Where does your γ come from?").format(
-                     gamma=gamma, other_steps=other_steps)
+        # γ·step/(2·total_steps) and (γ/2)·step/total_steps give the same values: name both causes.
+        return _("\nThese values fit the ramp 2/(1 + exp(-γ·p)) - 1 with γ·p = {gamma:.3g}·step/total_steps, also "
+                 "over {other_steps} steps;\nthe paper's ramp has γ = 10 and p = step/total_steps. Check your γ, "
+                 "and what your p divides the step by.").format(gamma=gamma, other_steps=other_steps)
     other_total = None if other is None else 10.0 * other_steps / other
     written_in = not more or (other_total is not None and np.isclose(total, other_total, atol=1e-3))
     if written_in and np.isclose(total, round(total), atol=1e-3):

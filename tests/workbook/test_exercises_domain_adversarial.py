@@ -241,8 +241,23 @@ def _ramp_with(gamma=10.0, total=None, extra=0):
 def test_exercise_1_names_a_wrong_gamma_not_total_steps(gamma, refused):
     """Issue 39: γ = 5 over 6 steps is also the paper's ramp over 12; one more batch an epoch tells them apart."""
     out = refused(check_exercise_1(_ramp_with(gamma=gamma)))
-    assert f"with γ ≈ {gamma:.3g}, also over 8 steps" in out and "the paper's\nramp has γ = 10" in out
-    assert "total_steps" not in out and "exp(-10" not in out  # no code given
+    assert f"with γ·p = {gamma:.3g}·step/total_steps, also over 8 steps" in out
+    assert "the paper's ramp has γ = 10 and p = step/total_steps" in out and "exp(-10" not in out  # no code given
+
+
+def test_exercise_1_a_halved_p_is_told_as_gamma_or_p(refused):
+    """p = step / (2·total_steps) gives exactly the values of γ = 5: the hint names both causes."""
+    out = refused(check_exercise_1(_ramp_with(extra=0, total=None, gamma=10.0 / 2)))
+    halved = refused(check_exercise_1(_ramp_halved()))
+    assert halved == out and "Check your γ, and what your p divides the step by" in out
+
+
+def _ramp_halved():
+    class Ramp(_Ramp):
+        def on_train_batch_begin(self, batch, logs=None):
+            self.reversal.factor = float(2.0 / (1.0 + np.exp(-10.0 * self.step / (2 * self.total_steps))) - 1.0)
+            self.step += 1
+    return Ramp
 
 
 def test_exercise_1_names_a_total_written_in(refused):
