@@ -256,6 +256,13 @@ def _nested_shapes(graph) -> list:
     return shapes
 
 
+def _op_label(op_type: str) -> str:
+    """The op that built a table-sized tensor, as a learner may have written it."""
+    if op_type == "UnsortedSegmentSum":   # what tf.convert_to_tensor(slices) runs, too
+        return _("UnsortedSegmentSum: a segment sum over ids, or tf.convert_to_tensor of an IndexedSlices")
+    return op_type
+
+
 @self_check
 def check_exercise_2(one_row_per_id, *, seed: int | None = None) -> str:
     """Checks ``one_row_per_id``: an IndexedSlices with each index once and the same dense value.
@@ -317,7 +324,7 @@ def check_exercise_2(one_row_per_id, *, seed: int | None = None) -> str:
                        "a tensor\n{size}, {shape} ({op_type}):\nmemory in proportion to the table, which IndexedSlices "
                        "avoid. Merge the looked-up rows\nthemselves, one segment per id looked up.").format(
                            rows=int(slices.indices.shape[0]), height=LARGE_TABLE[0], width=LARGE_TABLE[1], size=size,
-                           shape=list(shape), op_type=op_type))
+                           shape=list(shape), op_type=_op_label(op_type)))
     ids, norm, table_norm = first
     return _("ids {ids}, once each; the rows' norm {norm:.4f} is the table "
              "gradient's norm {table_norm:.4f}, so clipnorm now clips what you meant.").format(

@@ -149,7 +149,8 @@ def test_exercise_2_refuses_a_dense_copy_of_the_table(refused):
         ids, _ = tf.unique(slices.indices)
         return tf.IndexedSlices(tf.gather(tf.convert_to_tensor(slices), ids), ids, slices.dense_shape)
     out = refused(check_exercise_2(via_dense))
-    assert "builds a tensor\nthe size of the whole table, [1000, 3] (UnsortedSegmentSum)" in out
+    assert ("builds a tensor\nthe size of the whole table, [1000, 3] (UnsortedSegmentSum: a segment sum over ids, "
+            "or tf.convert_to_tensor of an IndexedSlices)") in out
 
     def via_scatter(slices):
         ids, _ = tf.unique(slices.indices)
@@ -168,7 +169,8 @@ def test_exercise_2_looks_inside_a_nested_tf_function(refused):
         ids, _ = tf.unique(slices.indices)
         return tf.IndexedSlices(tf.gather(dense(slices), ids), ids, slices.dense_shape)
     out = refused(check_exercise_2(via_inner_dense))
-    assert "builds a tensor\nthe size of the whole table, [1000, 3] (UnsortedSegmentSum)" in out
+    assert ("builds a tensor\nthe size of the whole table, [1000, 3] (UnsortedSegmentSum: a segment sum over ids, "
+            "or tf.convert_to_tensor of an IndexedSlices)") in out
 
     @tf.function
     def scattered(indices, values, shape):
@@ -220,7 +222,9 @@ def test_exercise_2_refuses_a_segment_sum_as_large_as_the_largest_id(refused):
         ids, _ = tf.unique(slices.indices)
         return tf.IndexedSlices(tf.gather(summed, ids), ids, slices.dense_shape)
     out = refused(check_exercise_2(by_largest_id))
-    assert "with a row for every id up to the largest one looked up (700), [701, 3] (UnsortedSegmentSum)" in out
+    assert ("with a row for every id up to the largest one looked up (700), [701, 3] "
+            "(UnsortedSegmentSum: a segment sum over ids, "
+            "or tf.convert_to_tensor of an IndexedSlices)") in out
     assert "one segment per id looked up" in out
 
 
