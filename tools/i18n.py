@@ -55,7 +55,9 @@ LANGUAGE_NAMES = {"zh_CN": "Chinese (Simplified)"}
 #: whose messages a learner should read translated is added here (and its messages wrapped in _() or N_()).
 CODE_DOMAINS = {
     "workbook": (LOCALE, ("notebooks/workbook.py", "notebooks/exercises/_harness.py", "notebooks/exercises/start_here.py",
-                             "notebooks/exercises/custom_gradient.py")),
+                             "notebooks/exercises/custom_gradient.py", "notebooks/exercises/straight_through.py",
+                             "notebooks/exercises/keras_layers.py", "notebooks/exercises/surrogate.py",
+                             "notebooks/exercises/relu.py", "notebooks/exercises/chain.py")),
     "gradlab": (ROOT / "gradlab" / "locale", ("gradlab/widgets/_presets.py",)),
 }
 CODE_DOMAIN = "workbook"
