@@ -120,13 +120,18 @@ VERSIONS ?=
 test-versions: install
 	PYTHON=$(PYTHON) tools/test_versions.sh $(VERSIONS)
 
+# NB names the notebooks of make execute (default: every notebook, both editions) and the notebook make grade
+# grades (default: 00_start_here); each target supplies its own default.
+NB ?=
+ALL_NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb)) $(sort $(wildcard notebooks/zh/*.ipynb))
+EXECUTE_NB = $(or $(NB),$(ALL_NOTEBOOKS))
+
 # Re-execute notebooks in place as one clean top-to-bottom run (maintainers: after editing one).
-NB ?= $(sort $(wildcard notebooks/*.ipynb)) $(sort $(wildcard notebooks/zh/*.ipynb))
 execute: install
-	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.record_timing=False $(NB)
+	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.record_timing=False $(EXECUTE_NB)
 	@# Store them the workbook's way (tools/nbfmt.py): no widget state, solutions and the Colab cell in
 	@# Colab's form view, their code collapsed in JupyterLab, and exactly what JupyterLab writes when it saves.
-	$(PY) tools/nbfmt.py $(NB)
+	$(PY) tools/nbfmt.py $(EXECUTE_NB)
 
 # The Chinese edition (DEVELOPERS.md, "Translated editions"): merge every English notebook that has a catalog
 # (notebooks/locale/zh_CN/LC_MESSAGES/NN_name.po) and the code's messages into the catalogs (changed cells turn
@@ -172,15 +177,15 @@ assignments: $(ASSIGN_STAMP)
 # Grades a class without Docker (tools/assignments/grade.py; docs/instructors.md § Grading): one sub-folder
 # or file per student in SUBMISSIONS, a folder per student and gradebook.csv in RESULTS. TIMEOUT: seconds
 # per student; JOBS: students graded side by side.
-NB ?= 00_start_here
-SUBMISSIONS ?= submissions/$(NB)
-RESULTS ?= results/$(NB)
+GRADE_NB = $(or $(NB),00_start_here)
+SUBMISSIONS ?= submissions/$(GRADE_NB)
+RESULTS ?= results/$(GRADE_NB)
 TIMEOUT ?= 600
 JOBS ?= 1
 # MANIFEST: the grader manifest's SHA-256 make assignments printed (default: the one it recorded beside grader/).
 MANIFEST ?=
 grade: install
-	$(PY) tools/assignments/grade.py $(NB) $(SUBMISSIONS) $(RESULTS) --timeout $(TIMEOUT) --jobs $(JOBS) $(if $(MANIFEST),--manifest $(MANIFEST))
+	$(PY) tools/assignments/grade.py $(GRADE_NB) $(SUBMISSIONS) $(RESULTS) --timeout $(TIMEOUT) --jobs $(JOBS) $(if $(MANIFEST),--manifest $(MANIFEST))
 
 # A sample class for notebooks 00, 03 and 13 in build/sample-class/ (tools/assignments/sample_class.py).
 sample-class: install

@@ -697,7 +697,40 @@ def _nonfinite_words(op: tf.Operation, path) -> Tuple[str, str]:
             f"adding a small epsilon also gives a finite gradient, but changes the value.")
 
 
-def _zero_words(op: tf.Operation) -> Tuple[str, str]:
+def _guarded_singular(op: tf.Operation, path) -> Optional[str]:
+    """The type of a singular op (``Sqrt``, ``Log``...) between the source and this tf.where's branch, if any."""
+    stack = [t for t in op.inputs[1:] if t.ref() in path]
+    seen = set()
+    while stack:
+        tensor = stack.pop()
+        if tensor.ref() in seen:
+            continue
+        seen.add(tensor.ref())
+        if tensor.op.type in _SINGULAR and tensor.op.type != "Exp":
+            return tensor.op.type
+        stack.extend(t for t in tensor.op.inputs if t.ref() in path)
+    return None
+
+
+def _where_zero_words(op: tf.Operation, path) -> Tuple[str, str]:
+    """A tf.where whose selected branch does not depend on the source: zero by design, a guard's zero."""
+    if all(t.ref() in path for t in op.inputs[1:]):
+        return ("the tf.where selects the other branch for every element, so this branch gets zeros.",
+                "Check the condition of the tf.where; the unselected branch never gets a gradient.")
+    singular = _guarded_singular(op, path)
+    if singular is not None:
+        return (f"the tf.where selects, for every element, the branch that does not depend on this source, so the "
+                f"gradient is exactly zero there by design: that is what a tf.where guarding a singular point (the "
+                f"{singular} in its other branch) should do.",
+                f"Nothing to fix if these are the points the tf.where guards: the double tf.where ({_NB13}, section 2) "
+                f"gives them a zero gradient. If you expected a gradient there, check the condition of the tf.where.")
+    return ("the tf.where selects, for every element, the branch that does not depend on this source, so the "
+            "gradient is exactly zero there: the branch that does depend on it is selected nowhere.",
+            "Nothing to fix if that is what the tf.where should select there. If you expected a gradient there, "
+            "check the condition of the tf.where: the branch it does not select gets no gradient.")
+
+
+def _zero_words(op: tf.Operation, path) -> Tuple[str, str]:
     name = op.name.lower()
     if op.type in ("Relu", "Relu6", "Elu", "Selu"):
         return (f"every unit of this ReLU ({op.name}) is inactive (input <= 0) for these inputs, so it sends back "
@@ -711,8 +744,7 @@ def _zero_words(op: tf.Operation) -> Tuple[str, str]:
                 f"00 (00_start_here.ipynb), section 4); to keep the clipped value and pass the gradient, use a "
                 f"straight-through estimator ({_NB02}, sections 3-4).")
     if op.type in ("Select", "SelectV2"):
-        return ("the tf.where selects the other branch for every element, so this branch gets zeros.",
-                "Check the condition of the tf.where; the unselected branch never gets a gradient.")
+        return _where_zero_words(op, path)
     return (f"{op.type} sends back an all-zero gradient for these inputs.",
             f"Check {op.type}'s inputs (a saturated or flat region, a factor of zero); {_NONE_VS_ZERO}.")
 
@@ -915,6 +947,6 @@ def _diagnose(fn: Callable, sources: List[_Source], todo: Dict[int, str],
         elif status == "nonfinite":
             reason, fix = _nonfinite_words(op, walk.paths[index])
         else:
-            reason, fix = _zero_words(op)
+            reason, fix = _zero_words(op, walk.paths[index])
         found[index] = GradientDiagnosis(label, status, op.type, _op_where(op), reason, fix, op_name=op.name)
     return found

@@ -3,7 +3,6 @@
 # each TensorFlow stack pinned in tools/versions/, in environments built from those pins alone.
 #
 #   tools/versions/tf2.16.txt        the oldest supported stack (TF 2.16.2, Keras 3.3.3, NumPy 1.26)
-#   tools/versions/tf2.21.txt        the workbook's pins (requirements.txt), built afresh
 #   tools/versions/tf2.19-colab.txt  Google Colab's stack (TF 2.19, Keras 3.10, NumPy 2.0)
 #
 # A leg named *-colab emulates Colab: gradlab is not installed; each notebook is copied alone into
@@ -162,26 +161,30 @@ run_colab() {   # leg
         esac
     fi
     : >"$cache/logs/$leg.log"
-    for nb in notebooks/*.ipynb; do
+    # Every English notebook, and the Chinese 00: the Chinese edition's code cells are the English ones
+    # (tests/project/test_i18n.py), so its 00 proves what differs on Colab, the edition's path (its Colab
+    # badge opens notebooks/zh/...), the catalogs found in the clone, and Chinese verdicts.
+    for nb in notebooks/*.ipynb notebooks/zh/00_start_here.ipynb; do
         name=$(basename "$nb" .ipynb)
+        label=$name; [[ $nb == notebooks/zh/* ]] && label="zh-$name"
         # A fresh runtime: exactly the pins again (no gradlab, no ipympl, Colab's ipywidgets).
         "$uv" pip sync --quiet --python "$py" "$env/.gradlab-versions-freeze.txt" || return 1
-        dir="$work/colab/$name"
+        dir="$work/colab/$label"
         mkdir -p "$dir" && cp "$nb" "$dir/"
-        echo "-- [$leg] $name.ipynb alone in an empty folder"
+        echo "-- [$leg] $nb alone in an empty folder"
         start=$(now)
         (cd "$dir" && GRADLAB_COLAB=1 GRADLAB_REPO="$colab_repo" "$py" -m pytest --nbval-lax --nbval-current-env \
             --nbval-cell-timeout="$cell_timeout" -p no:cacheprovider -q -W ignore::DeprecationWarning \
-            --junitxml="$cache/logs/$leg-$name.xml" "$name.ipynb") 2>&1 | tee -a "$cache/logs/$leg.log"
+            --junitxml="$cache/logs/$leg-$label.xml" "$name.ipynb") 2>&1 | tee -a "$cache/logs/$leg.log"
         [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
-        echo "   $name.ipynb: $(( $(now) - start )) s"
+        echo "   $nb: $(( $(now) - start )) s"
         # The first cell's %pip must have installed into the kernel's interpreter, this environment.
         where=$(cd "$dir" && "$py" -c 'import gradlab; print(gradlab.__file__)' 2>&1)   # not the checkout's gradlab/
         if [[ $where != "$env"/* ]]; then
-            echo "$leg	notebooks/$name.ipynb	setup	gradlab not installed into $env by the first cell: $where" >>"$results"
+            echo "$leg	$nb	setup	gradlab not installed into $env by the first cell: $where" >>"$results"
             rc=1
         fi
-        summarize "$leg" "$cache/logs/$leg-$name.xml"
+        summarize "$leg" "$cache/logs/$leg-$label.xml"
     done
     run_colab_widget_tests "$leg" || rc=1
     versions "$py"

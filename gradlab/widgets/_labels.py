@@ -9,12 +9,12 @@ drawn by matplotlib, whose default font has no CJK glyphs). ``tools/i18n.py`` ex
 """
 from __future__ import annotations
 
-import functools
-import gettext
-import os
 from pathlib import Path
 
-LANGUAGE_VARIABLE = "GRADLAB_LANGUAGE"
+from gradlab._i18n import LANGUAGE_VARIABLE, translator
+
+__all__ = ["LANGUAGE_VARIABLE", "N_", "translated"]
+
 DOMAIN = "gradlab"
 LOCALE_DIR = Path(__file__).resolve().parents[1] / "locale"
 
@@ -24,12 +24,5 @@ def N_(message: str) -> str:  # noqa: N802 (gettext's name for "mark for transla
     return message
 
 
-@functools.lru_cache(maxsize=None)
-def _translation(language: str) -> gettext.NullTranslations:
-    return gettext.translation(DOMAIN, localedir=str(LOCALE_DIR), languages=[language], fallback=True)
-
-
-def translated(message: str) -> str:
-    """``message`` in the language ``GRADLAB_LANGUAGE`` names; the English itself without one or a translation."""
-    language = os.environ.get(LANGUAGE_VARIABLE) or "en"
-    return message if language == "en" else _translation(language).gettext(message)
+#: ``message`` in the language ``GRADLAB_LANGUAGE`` names; the English itself without one or a translation.
+translated = translator(DOMAIN, LOCALE_DIR)

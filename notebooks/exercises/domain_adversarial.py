@@ -54,6 +54,55 @@ def _ramp_over(seen, steps: int) -> int | None:
     return None
 
 
+def _fitted_gamma(seen, steps: int) -> float | None:
+    """The gamma of ``2 / (1 + exp(-gamma p)) - 1``, p = i / steps, that fits ``seen``, if one does, else None.
+
+    Each value gives one, ``2 atanh(factor) / p``; a fit is a gamma for which the whole ramp matches.
+    """
+    values = np.asarray(seen, np.float64)
+    if len(values) < 3 or not np.isclose(values[0], 0.0, atol=1e-6):
+        return None
+    usable = [i for i in range(1, len(values)) if 1e-4 < values[i] < 1.0 - 1e-4]
+    if not usable:
+        return None
+    gamma = float(np.median([2.0 * np.arctanh(values[i]) * steps / i for i in usable]))
+    ramp = [2.0 / (1.0 + np.exp(-gamma * i / steps)) - 1.0 for i in range(len(values))]
+    return gamma if gamma > 0 and np.allclose(values, ramp, atol=1e-5) else None
+
+
+def _gamma_or_progress(callback_class, seen, epochs: int, batches: int) -> str:
+    """The hint for a ramp of the paper's shape with another gamma, or another total (``p`` wrong).
+
+    A learner's gamma stays the same when the training is longer; a total written into the
+    callback, or total_steps off by a few steps, gives another gamma: one more training, one more
+    step an epoch, tells them apart.
+    """
+    steps = epochs * batches
+    gamma = _fitted_gamma(seen, steps)
+    total = 10.0 * steps / gamma                     # the paper's gamma over this many steps fits too
+    other_steps = epochs * (batches + 1)
+    try:
+        more = _factors_seen(callback_class, epochs, batches + 1)
+    except Exception:  # noqa: BLE001  (a total written in may run past p = 1 there: no second fit)
+        more = []
+    other = _fitted_gamma(more, other_steps) if len(more) == other_steps else None
+    if other is not None and np.isclose(other, gamma, rtol=1e-3):
+        return (f"\nThese values fit the ramp 2/(1 + exp(-γ·p)) - 1 with γ ≈ {gamma:.3g}, also over "
+                f"{other_steps} steps; the paper's\nramp has γ = 10. Where does your γ come from?")
+    other_total = None if other is None else 10.0 * other_steps / other
+    written_in = not more or (other_total is not None and np.isclose(total, other_total, atol=1e-3))
+    if written_in and np.isclose(total, round(total), atol=1e-3):
+        return (f"\nThat is the ramp over {round(total)} steps, not over the {steps} of this training: does your "
+                "callback compute\nit from total_steps, the number of steps it is given?")
+    if (other_total is not None and np.isclose(total, round(total), atol=1e-3)
+            and np.isclose(other_total - other_steps, round(total) - steps, atol=1e-3)):
+        return (f"\nThat is the ramp over {round(total)} steps where total_steps is {steps} (over "
+                f"{round(other_total)} where it is {other_steps}):\nyour p divides the step by another number "
+                "than total_steps.")
+    return (f"\nThese values fit the ramp 2/(1 + exp(-γ·p)) - 1 with γ ≈ {gamma:.3g}, but with one more batch an "
+            f"epoch\nthey do not fit one γ: check both γ (the paper's is 10) and p = step / total_steps.")
+
+
 def _check_ramp(callback_class, epochs: int, batches: int) -> list[float]:
     steps = epochs * batches
     expected = [reversal_factor(i / steps) for i in range(steps)]
@@ -80,6 +129,8 @@ def _check_ramp(callback_class, epochs: int, batches: int) -> list[float]:
     elif _counts_with(seen, epochs, steps, batches) is not None:
         hint = (f"\nThe step counts {_counts_with(seen, epochs, steps, batches)} batches an epoch; this training "
                 f"has {batches}: is a number of\nbatches written into your callback?")
+    elif _fitted_gamma(seen, steps) is not None:
+        hint = _gamma_or_progress(callback_class, seen, epochs, batches)
     elif _ramp_over(seen, steps) is not None:
         hint = (f"\nThat is the ramp over {_ramp_over(seen, steps)} steps: does your callback compute it from "
                 "total_steps, the number of\nsteps it is given?")

@@ -183,22 +183,30 @@ def _one_probe(transform, variables, setting: str, scales=(1.0, 2.0, 3.0, 4.0)) 
     if len(result) != len(grads):
         raise NotYet(f"{setting}return one gradient per variable ({len(grads)}); you returned {len(result)}.")
     for variable, grad, got in zip(variables, grads, result):
-        factor = 0.1 if variable.path.startswith("hidden/") else 1.0
         if got.shape != grad.shape:
             raise NotYet(f"{setting}the gradient of {variable.path} has shape {tuple(grad.shape)}; you "
                          f"returned shape {tuple(got.shape)}.")
+    asked = [v.path for v in variables if v.path.startswith("hidden/")]
+    changed = [v.path for v, grad, got in zip(variables, grads, result) if not np.allclose(got.numpy(), grad.numpy())]
+    extra = [path for path in changed if path not in asked]
+    for variable, grad, got in zip(variables, grads, result):
+        factor = 0.1 if variable.path.startswith("hidden/") else 1.0
         if not np.allclose(got.numpy(), factor * grad.numpy()):
             ratio = float(np.mean(got.numpy() / grad.numpy()))
             hint = first_hint(
                 (setting, "It passed in the notebook's model:\ndoes your transform go by position or by shape? "
                           "Tell the layers apart by variable.path."),
-                (factor == 1.0 and np.isclose(ratio, 0.1),
+                (extra and len(changed) == len(variables),
+                 f"Your transform changed every gradient: those of {' and '.join(extra)} should stay\nas they "
+                 "are. Only the hidden layer is slowed down: tell the layers apart by variable.path."),
+                (bool(extra),
+                 f"Your transform changed the gradients of {' and '.join(extra)}, which should stay as they\nare. "
                  "Only the hidden layer is slowed down: tell the layers apart by variable.path."),
-                (factor == 0.1 and np.isclose(ratio, 1.0) and variable.path.endswith("bias"),
+                (factor == 0.1 and np.isclose(ratio, 1.0) and variable.path.endswith("bias") and bool(changed),
                  "The bias is part of the hidden layer too: select by the layer's part of variable.path."),
-                (factor == 0.1 and not np.isclose(ratio, 1.0),
+                (sorted(changed) == sorted(asked),
                  "The right variables are scaled, by the wrong factor: the exercise asks for 0.1."),
-                (factor == 0.1 and np.isclose(ratio, 1.0),  # the starting point: nothing slowed down
+                (not changed,  # the starting point: nothing slowed down
                  "Which attribute of a variable says it belongs to the hidden layer? Section 1\n"
                  "prints it for each variable."),
                 otherwise="Tell the layers apart by variable.path.",

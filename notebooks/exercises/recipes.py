@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.framework.function_def_to_graph import function_def_to_graph
 
 from exercises._harness import NotYet, first_line, running, self_check
 
@@ -199,9 +200,12 @@ def _in_a_graph(one_row_per_id, example) -> tuple[list, tuple]:
     """Runs ``one_row_per_id(example())`` in a ``tf.function``; every intermediate tensor's shape, and the result.
 
     The traced function returns, beside the result, every tensor its graph computes (the learner's
-    ops included), so their run-time shapes show. Raises ``NotYet`` for an answer that runs only
-    eagerly (``.numpy()``, NumPy): a gradient is transformed inside a graph (a ``tf.function``,
-    Keras' ``fit``), where it cannot run.
+    ops included), so their run-time shapes show. A ``tf.function`` the answer calls is traced into
+    the same graph (its Python function runs there, as under ``tf.config.run_functions_eagerly``),
+    so its tensors count too; the bodies of the functions that stay nested (``tf.cond``,
+    ``tf.while_loop``) add their ops with the shapes known when traced. Raises ``NotYet`` for an
+    answer that runs only eagerly (``.numpy()``, NumPy): a gradient is transformed inside a graph (a
+    ``tf.function``, Keras' ``fit``), where it cannot run.
     """
     traced = []
 
@@ -211,13 +215,37 @@ def _in_a_graph(one_row_per_id, example) -> tuple[list, tuple]:
                      if t.dtype not in (tf.resource, tf.variant, tf.string)]
         return list(traced), (result.values, result.indices, result.dense_shape)
 
+    eagerly = tf.config.functions_run_eagerly()
     try:
-        values, merged = tf.function(run, autograph=False)()
+        tf.config.run_functions_eagerly(True)   # a nested tf.function runs its Python here: its ops are traced
+        try:
+            concrete = tf.function(run, autograph=False).get_concrete_function()
+        finally:
+            tf.config.run_functions_eagerly(eagerly)
+        values, merged = concrete()
     except Exception as error:
         raise NotYet("the result is right, but your function cannot run in a graph (a tf.function, Keras' "
                      f"fit),\nwhere gradients are transformed: {first_line(error, limit=70)}\n"
                      "Does it call .numpy() or NumPy? Merge the rows with TensorFlow ops.") from error
-    return [(t.op.type, tuple(v.shape)) for t, v in zip(traced, values)], merged
+    return [(t.op.type, tuple(v.shape)) for t, v in zip(traced, values)] + _nested_shapes(concrete.graph), merged
+
+
+def _nested_shapes(graph) -> list:
+    """``(op type, static shape)`` of every tensor in the function bodies ``graph`` nests (tf.cond, tf.while_loop...).
+
+    ``graph.as_graph_def().library`` holds every function the graph calls, nested ones included;
+    an unknown dimension counts as 0 rows (only a known table-sized shape is found here).
+    """
+    shapes = []
+    for function in graph.as_graph_def().library.function:
+        body = function_def_to_graph(function)
+        for op in body.get_operations():
+            if op.type == "Placeholder":
+                continue   # the body's inputs: tensors of the graph outside, counted there
+            for t in op.outputs:
+                if t.dtype not in (tf.resource, tf.variant, tf.string) and t.shape.rank:
+                    shapes.append((op.type, tuple(d or 0 for d in t.shape.as_list())))
+    return shapes
 
 
 @self_check

@@ -231,6 +231,41 @@ def test_a_singular_op_outside_a_norm_leads_with_the_double_where():
     assert entry.fix.index("double tf.where") < entry.fix.index("epsilon") and "changes the value" in entry.fix
 
 
+def guarded_square_root(x):
+    safe = tf.where(x > 0.0, x, 1.0)
+    return tf.where(x > 0.0, tf.sqrt(safe), 0.0)  # <- culprit
+
+
+def guarded_norm(x):
+    s = tf.reduce_sum(x ** 2)
+    return tf.where(s > 0.0, tf.sqrt(tf.where(s > 0.0, s, 1.0)), 0.0)  # <- culprit
+
+
+def selects_a_constant(x):
+    return tf.where(x > 5.0, 2.0 * x, 0.0)  # <- culprit
+
+
+@pytest.mark.parametrize("mode", ["eager", "function"])
+@pytest.mark.parametrize("fn, x", [(guarded_square_root, [0.0, -1.0]), (guarded_norm, [0.0, 0.0])])
+def test_the_double_where_at_its_guarded_points_is_zero_by_design(fn, x, mode):
+    """Issue 39: the doctor's own fix, at the singular point, is not told to check its condition as if broken."""
+    entry = gradlab.explain_gradient(in_mode(fn, mode), tf.constant(x))[0]
+    assert (entry.status, entry.op_type, entry.where) == ("zero", "SelectV2", culprit_line(fn)), str(entry)
+    assert "the branch that does not depend on this source" in entry.reason and "by design" in entry.reason
+    assert "guarding a singular point (the Sqrt in its other branch)" in entry.reason
+    assert entry.fix.startswith("Nothing to fix if these are the points the tf.where guards")
+    assert "If you expected a gradient there, check the condition of the tf.where." in entry.fix
+    assert gradlab.explain_gradient(fn, tf.constant([4.0, 1.0])).ok  # away from the guarded point: a gradient
+
+
+@pytest.mark.parametrize("mode", ["eager", "function"])
+def test_a_where_that_selects_a_constant_everywhere_points_at_the_condition_only_as_a_question(mode):
+    entry = gradlab.explain_gradient(in_mode(selects_a_constant, mode), tf.constant(X))[0]
+    assert (entry.status, entry.op_type, entry.where) == ("zero", "SelectV2", culprit_line(selects_a_constant))
+    assert "the branch that does depend on it is selected nowhere" in entry.reason and "singular" not in entry.reason
+    assert entry.fix.startswith("Nothing to fix if that is what the tf.where should select there. If you expected")
+
+
 # --- an unknown batch dimension, float16 ------------------------------------------------------------------
 
 

@@ -225,3 +225,49 @@ def test_exercise_1_names_batches_written_in_and_a_linear_ramp(seed, refused):
 def test_exercise_2_held_out_names_a_factor_of_0_5_written_in(refused):
     out = refused(check_exercise_2(lambda f, reversal, head: head(gradlab.reverse_gradient(f, 0.5)), seed=3))
     assert "They get -0.5 times, the first public case's factor: is 0.5 written into your code?" in out
+
+
+def _ramp_with(gamma=10.0, total=None, extra=0):
+    """A step counter whose ramp has another gamma, a total written in, or total_steps + extra."""
+    class Ramp(_Ramp):
+        def on_train_batch_begin(self, batch, logs=None):
+            steps = (total or self.total_steps) + extra
+            self.reversal.factor = float(2.0 / (1.0 + np.exp(-gamma * self.step / steps)) - 1.0)
+            self.step += 1
+    return Ramp
+
+
+@pytest.mark.parametrize("gamma", [5.0, 7.0, 20.0])
+def test_exercise_1_names_a_wrong_gamma_not_total_steps(gamma, refused):
+    """Issue 39: γ = 5 over 6 steps is also the paper's ramp over 12; one more batch an epoch tells them apart."""
+    out = refused(check_exercise_1(_ramp_with(gamma=gamma)))
+    assert f"with γ ≈ {gamma:.3g}, also over 8 steps" in out and "the paper's\nramp has γ = 10" in out
+    assert "total_steps" not in out and "exp(-10" not in out  # no code given
+
+
+def test_exercise_1_names_a_total_written_in(refused):
+    out = refused(check_exercise_1(_ramp_with(total=12)))
+    assert "the ramp over 12 steps, not over the 6 of this training" in out and "total_steps, the number of" in out
+    assert "γ" not in out
+    assert "the ramp over 20 steps, not over the 6" in refused(check_exercise_1(_ramp_with(total=20)))
+
+
+@pytest.mark.parametrize("extra, total", [(1, 7), (-1, 5)])
+def test_exercise_1_names_a_total_off_by_one(extra, total, refused):
+    out = refused(check_exercise_1(_ramp_with(extra=extra)))
+    assert f"the ramp over {total} steps where total_steps is 6 (over {total + 2} where it is 8)" in out
+    assert "divides the step by another number than total_steps" in out and "γ" not in out
+
+
+def test_exercise_1_names_neither_when_gamma_and_total_are_both_off(refused):
+    out = refused(check_exercise_1(_ramp_with(gamma=7.0, extra=1)))
+    assert "do not fit one γ: check both γ" in out
+
+
+def test_exercise_1_a_ramp_of_another_shape_gets_the_first_difference(refused):
+    class Logistic(_Ramp):
+        def on_train_batch_begin(self, batch, logs=None):
+            self.reversal.factor = float(1.0 / (1.0 + np.exp(-10.0 * self.step / self.total_steps)))
+            self.step += 1
+    out = refused(check_exercise_1(Logistic))
+    assert "The first difference is before step 0" in out and "γ" not in out and "total_steps" not in out

@@ -164,3 +164,23 @@ def test_exercise_2_names_a_wrong_factor_on_the_right_variables(refused):
     out = refused(check_exercise_2(slowed))
     assert "multiplied by 0.01" in out and "the exercise asks for 0.1" in out
     assert "Tell the layers apart" not in out
+
+
+@pytest.mark.parametrize("factor", [0.1, 0.5])
+def test_exercise_2_names_the_variables_scaled_that_should_not_be_when_every_gradient_is(factor, refused):
+    """Issue 39: every gradient scaled is not 'the right variables, by the wrong factor'."""
+    out = refused(check_exercise_2(lambda grads, variables: [factor * g for g in grads]))
+    assert "right variables" not in out
+    assert "Your transform changed every gradient: those of out/kernel and out/bias should stay\nas they are." in out
+
+
+def test_exercise_2_names_the_wrong_set_of_variables(refused):
+    out_only = lambda grads, variables: [g * (0.1 if v.path.startswith("out/") else 1.0)  # noqa: E731
+                                         for g, v in zip(grads, variables)]
+    out = refused(check_exercise_2(out_only))
+    assert "hidden/kernel should be multiplied by 0.1" in out and "right variables" not in out
+    assert "changed the gradients of out/kernel and out/bias, which should stay as they\nare." in out
+    with_out_bias = lambda grads, variables: [g * (0.5 if v.path != "out/kernel" else 1.0)  # noqa: E731
+                                              for g, v in zip(grads, variables)]
+    out = refused(check_exercise_2(with_out_bias))
+    assert "changed the gradients of out/bias, which" in out and "right variables" not in out

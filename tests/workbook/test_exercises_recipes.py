@@ -158,6 +158,47 @@ def test_exercise_2_refuses_a_dense_copy_of_the_table(refused):
     assert "[1000, 3] (ScatterNd)" in refused(check_exercise_2(via_scatter))
 
 
+def test_exercise_2_looks_inside_a_nested_tf_function(refused):
+    """Issue 39: a dense copy or a scatter inside the answer's own tf.function is found, with its run-time shape."""
+    @tf.function
+    def dense(slices):
+        return tf.convert_to_tensor(slices)
+
+    def via_inner_dense(slices):
+        ids, _ = tf.unique(slices.indices)
+        return tf.IndexedSlices(tf.gather(dense(slices), ids), ids, slices.dense_shape)
+    out = refused(check_exercise_2(via_inner_dense))
+    assert "builds a tensor\nthe size of the whole table, [1000, 3] (UnsortedSegmentSum)" in out
+
+    @tf.function
+    def scattered(indices, values, shape):
+        return tf.scatter_nd(tf.expand_dims(indices, 1), values, shape)
+
+    @tf.function
+    def merged_rows(slices):   # two levels deep
+        ids, _ = tf.unique(slices.indices)
+        return tf.gather(scattered(slices.indices, slices.values, slices.dense_shape), ids), ids
+
+    def via_inner_scatter(slices):
+        rows, ids = merged_rows(slices)
+        return tf.IndexedSlices(rows, ids, slices.dense_shape)
+    assert "[1000, 3] (ScatterNd)" in refused(check_exercise_2(via_inner_scatter))
+
+
+def test_exercise_2_looks_inside_a_tf_cond(refused):
+    """The branches of a tf.cond stay nested functions: their ops count with the shapes known when traced
+    (here the table's, read with tf.get_static_value), though only the looked-up rows leave the branch."""
+    def via_cond(slices):
+        ids, _ = tf.unique(slices.indices)
+        shape = [int(n) for n in tf.get_static_value(slices.dense_shape)]
+
+        def rows_of_a_table():
+            return tf.gather(tf.scatter_nd(tf.expand_dims(slices.indices, 1), slices.values, shape), ids)
+        rows = tf.cond(tf.size(ids) > 0, rows_of_a_table, lambda: tf.zeros([tf.size(ids), shape[1]]))
+        return tf.IndexedSlices(rows, ids, slices.dense_shape)
+    assert "builds a tensor\nthe size of the whole table, [1000, 3] (ScatterNd)" in refused(check_exercise_2(via_cond))
+
+
 def test_exercise_2_names_the_dense_table_a_one_hot_product_builds(refused):
     """A one-hot matrix (1000 x 5) times the rows builds the dense table (1000 x 3): the message names the table."""
     def via_one_hot(slices):
