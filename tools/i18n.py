@@ -57,7 +57,8 @@ CODE_DOMAINS = {
     "workbook": (LOCALE, ("notebooks/workbook.py", "notebooks/exercises/_harness.py", "notebooks/exercises/start_here.py",
                              "notebooks/exercises/custom_gradient.py", "notebooks/exercises/straight_through.py",
                              "notebooks/exercises/keras_layers.py", "notebooks/exercises/surrogate.py",
-                             "notebooks/exercises/relu.py", "notebooks/exercises/chain.py")),
+                             "notebooks/exercises/relu.py", "notebooks/exercises/chain.py",
+                             "notebooks/exercises/optimizer.py")),
     "gradlab": (ROOT / "gradlab" / "locale", ("gradlab/widgets/_presets.py",)),
 }
 CODE_DOMAIN = "workbook"

@@ -249,3 +249,16 @@ def test_the_chain_checks_speak_chinese(monkeypatch, capsys):
     english, chinese = _in_both_languages(monkeypatch, capsys, chain.check_exercise_2,
                                           lambda h, i: gradlab.clip_gradient_norm(h, 0.1) if i == 4 else h, backward)
     _assert_translated(english, chinese, "哪些层需要各自的裁剪")
+
+
+def test_the_optimizer_checks_speak_chinese(monkeypatch, capsys):
+    from exercises import optimizer
+
+    def my_clip_by_global_norm(grads, max_norm):
+        return [tf.clip_by_norm(g, max_norm) for g in grads]
+
+    english, chinese = _in_both_languages(monkeypatch, capsys, optimizer.check_exercise_1, my_clip_by_global_norm)
+    _assert_translated(english, chinese, "提示：这是逐变量裁剪")
+    english, chinese = _in_both_languages(monkeypatch, capsys, optimizer.check_exercise_2,
+                                          lambda grads, variables: grads)
+    _assert_translated(english, chinese, "变量的哪个属性表明它属于隐藏层")
