@@ -15,6 +15,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "docs" / "_ext"), str(ROOT / "tools")]
 import build_book  # noqa: E402 (tools/build_book.py: the repository URL, from pyproject.toml, and where each page comes from)
 
+# The edition this run builds (tools/build_book.py runs Sphinx once per edition): English into build/book,
+# Chinese into build/book/zh.
+EDITION = {e.code: e for e in build_book.EDITIONS}[os.environ.get("GRADLAB_BOOK_EDITION", "en")]
+OTHER = next(e for e in build_book.EDITIONS if e is not EDITION)
+language = EDITION.language   # Sphinx's UI strings and search; <html lang="zh-CN"> for the Chinese pages
+
 project = "gradlab"
 author = "the gradlab developers"
 copyright = "the gradlab developers, Apache-2.0"  # noqa: A001 (Sphinx's name)
@@ -46,7 +52,7 @@ napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 
 html_theme = "sphinx_book_theme"
-html_title = "gradlab"
+html_title = "gradlab" if EDITION is build_book.ENGLISH else "gradlab（中文版）"
 # The staged copies are not published; gradlab_book copies each page's repository file into
 # _sources/ for the download button instead (the real .ipynb, README.md for the landing page).
 html_copy_source = False
@@ -58,7 +64,15 @@ gradlab_root = str(ROOT)
 gradlab_repository = REPOSITORY
 gradlab_branch = build_book.project_home.BRANCH
 # Staged path -> repository path, where they differ (README.md is the landing page index.md).
-gradlab_repository_paths = {staged: source for source, staged in build_book.STAGED_AS.items()}
+gradlab_repository_paths = {staged: source for source, staged in EDITION.staged_as().items() if staged != source}
+# Each page with a twin in the other edition links it at the top (pagename -> the twin's path from the site's root).
+gradlab_edition_folder = EDITION.folder
+_PAGES = [{str(Path(staged).with_suffix("")) for staged in e.staged_as().values()} for e in (EDITION, OTHER)]
+gradlab_twins = {pagename: {"href": f"{OTHER.folder}/{pagename}.html".lstrip("/"), "label": OTHER.label,
+                            "lang": OTHER.language.replace("_", "-")} for pagename in sorted(_PAGES[0] & _PAGES[1])}
+# A translated edition links gradlab's names to the English API reference: the English run's inventory.
+gradlab_api_inventory = ("" if EDITION is build_book.ENGLISH else
+                         str(Path(os.environ.get("GRADLAB_BOOK_OUT", ROOT / "build" / "book")) / "objects.inv"))
 html_theme_options = {
     "repository_url": REPOSITORY,
     "repository_branch": gradlab_branch,

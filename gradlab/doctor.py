@@ -21,6 +21,7 @@ import os
 import re
 import sys
 import sysconfig
+import threading
 import traceback
 import warnings
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -584,6 +585,10 @@ def _trace(fn: Callable, sources: List[_Source], todo: Dict[int, str]):
     raise last_error  # type: ignore[misc]
 
 
+#: Held while ``tf.config.run_functions_eagerly`` is switched on (:func:`_nested_functions_inlined`).
+_RUN_EAGERLY_LOCK = threading.RLock()
+
+
 @contextlib.contextmanager
 def _nested_functions_inlined() -> Iterator[None]:
     """Traces the ``tf.function``s that ``fn`` calls into its own graph, not as call ops gradlab cannot open.
@@ -591,15 +596,19 @@ def _nested_functions_inlined() -> Iterator[None]:
     With ``tf.config.run_functions_eagerly(True)``, calling a ``tf.function`` runs its Python function
     where it is called: inside the trace, its ops land in the traced graph (a loss calling a
     ``tf.function`` with an ``input_signature``, say), and their tracebacks give the user's lines.
+    The setting is process-wide: a lock keeps two diagnoses in two threads from restoring each other's
+    value, and a ``tf.function`` that another thread calls meanwhile runs eagerly (correct, but slower).
     """
-    before = tf.config.functions_run_eagerly()
-    tf.config.run_functions_eagerly(True)
-    try:
-        with warnings.catch_warnings():  # tf.data's functions stay traced: that is fine here, say nothing
-            warnings.filterwarnings("ignore", message=".*does not apply to tf.data functions", category=UserWarning)
-            yield
-    finally:
-        tf.config.run_functions_eagerly(before)
+    with _RUN_EAGERLY_LOCK:
+        before = tf.config.functions_run_eagerly()
+        tf.config.run_functions_eagerly(True)
+        try:
+            with warnings.catch_warnings():  # tf.data's functions stay traced: that is fine here, say nothing
+                warnings.filterwarnings("ignore", message=".*does not apply to tf.data functions",
+                                        category=UserWarning)
+                yield
+        finally:
+            tf.config.run_functions_eagerly(before)
 
 
 # --- the words ----------------------------------------------------------------------------------------
@@ -821,7 +830,9 @@ def explain_gradient(fn: Callable[..., Any], *sources: Any) -> GradientReport:
 
     Cost: one tape gradient when every source is ``ok``; otherwise a trace of ``fn`` and one
     run of the traced graph with the extra gradients. ``fn`` runs twice then, so it should have no
-    side effects (no optimizer step) and be deterministic (``training=False``, seeded).
+    side effects (no optimizer step) and be deterministic (``training=False``, seeded). The trace switches
+    ``tf.config.run_functions_eagerly`` on for its duration, for the whole process: diagnose while no other
+    thread trains.
 
     Args:
       fn: a Python function, a ``tf.function`` or a Keras model or layer, called as

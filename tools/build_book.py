@@ -20,15 +20,25 @@ Steps, all local (nothing is downloaded and no notebook is executed):
    without real alt text fails the build.
 2. ``sphinx-build -W --keep-going`` into ``build/book`` (warnings are errors, including MyST's
    "cross-reference target not found").
-3. Check every internal link and image of the built site (file and ``#anchor``).
+3. The Chinese edition the same way, from ``notebooks/zh/`` and ``README.zh-CN.md`` as stored, into
+   ``build/book/zh`` (a second, smaller Sphinx run with ``language = "zh_CN"``: Chinese navigation,
+   search and ``<html lang="zh-CN">``). Its index page is the Chinese README with the table of contents
+   in Chinese (titles from each notebook's first heading); the API reference and the other English-only
+   pages stay English and are linked from it. Each page with a twin in the other edition links it at
+   the top ("中文版" / "English", docs/_ext/gradlab_book.py), a link from a Chinese page to an English
+   page that has a Chinese twin goes to the twin, and inline code naming a gradlab object links to the
+   English API reference (read from the English build's ``objects.inv``).
+4. Check every internal link and image of the built site, both editions (file and ``#anchor``).
 
 Usage: python tools/build_book.py [--out build/book]
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import html.parser
 import json
+import os
 import posixpath
 import re
 import shutil
@@ -36,6 +46,7 @@ import subprocess
 import sys
 import time
 import urllib.parse
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,6 +63,37 @@ PAGES = [("docs/api.md", "api.md"), ("docs/execution_modes.md", "execution_modes
 # Where a repository file sits in the book, when it is not at the same path.
 STAGED_AS = {"README.md": "index.md", **dict(PAGES)}
 LINK = re.compile(r"(\]\()([^)\s]+)(\))")
+# A whole Markdown link (not an image): its text and its target.
+FULL_LINK = re.compile(r"(?<!!)\[((?:[^\[\]]|\[[^\]]*\])*)\]\(([^)\s]+)\)")
+
+
+@dataclass(frozen=True, eq=False)
+class Edition:
+    """One language of the book: where its sources are and where its pages go."""
+
+    code: str                   # "en", "zh"
+    language: str               # Sphinx's language (its UI strings, search, <html lang>)
+    folder: str                 # the edition's folder in build/book ("" for English)
+    readme: str                 # its landing page's repository file
+    notebooks: str              # its notebooks' folder in the repository
+    label: str                  # the name a link to this edition shows ("English", "中文版")
+    parts: dict[str, str] = field(default_factory=dict)   # the README table's parts, translated
+    reference: str = "Reference"
+
+    def sources(self) -> list[Path]:
+        return sorted((ROOT / self.notebooks).glob("*.ipynb"))
+
+    @functools.cache  # noqa: B019 (two editions, frozen)
+    def staged_as(self) -> dict[str, str]:
+        """Repository path -> staged path (= page path in the edition) of each of its pages."""
+        pages = {self.readme: "index.md", **{f"{self.notebooks}/{p.name}": f"notebooks/{p.name}" for p in self.sources()}}
+        return pages | (dict(PAGES) if self.code == "en" else {})
+
+
+ENGLISH = Edition("en", "en", "", "README.md", "notebooks", "English")
+CHINESE = Edition("zh", "zh_CN", "zh", "README.zh-CN.md", "notebooks/zh", "中文版",
+                  {"Core path": "核心路径", "Topic notebooks": "专题笔记本", "Appendix": "附录"}, "参考（英文）")
+EDITIONS = (ENGLISH, CHINESE)
 
 
 def sequence() -> list[tuple[str, list[str]]]:
@@ -71,17 +113,64 @@ def sequence() -> list[tuple[str, list[str]]]:
     return parts
 
 
-def rewrite_links(text: str, source: str, staged: set[str]) -> str:
-    """Points relative links to files that are not book pages at the repository on GitHub."""
+def _twin(path: str, edition: Edition) -> str:
+    """A repository file as ``edition`` shows it: an English page's twin in ``edition``, if it has one."""
+    if edition is ENGLISH:
+        return path
+    page = ENGLISH.staged_as().get(path)
+    return {staged: repo for repo, staged in edition.staged_as().items()}.get(page, path)
+
+
+def _html_page(staged_path: str) -> str:
+    return posixpath.splitext(staged_path)[0] + ".html"
+
+
+def rewrite_links(text: str, source: str, staged: set[str], edition: Edition = ENGLISH) -> str:
+    """Points relative links at their page in the book, or at the repository on GitHub.
+
+    ``staged`` holds the repository paths of ``edition``'s pages; a link to one stays a Markdown link
+    (Sphinx resolves it). A Chinese page's link to an English page that has a Chinese twin goes to the
+    twin (unless its text is "English": a language switch); with an ``#anchor``, it links the built page.
+    A link to a page of the other edition (the
+    English-only API reference, or the Chinese pages from the English README) becomes an HTML link to the
+    built page, outside this edition's Sphinx project. Any other file is linked on GitHub.
+    """
+    as_staged = edition.staged_as() | STAGED_AS
+    here = posixpath.join(edition.folder, as_staged.get(source, source))
+
+    def other_edition(match: re.Match) -> str:
+        label, target = match.group(1), match.group(2)
+        if re.match(r"[a-z]+:|#|/", target):
+            return match.group(0)
+        path, _, fragment = target.partition("#")
+        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(source), path))
+        if label.strip() != ENGLISH.label:
+            resolved = _twin(resolved, edition)
+        if resolved in staged and fragment and edition is not ENGLISH:
+            # A translation marks a heading that links name by ``<a id="setup"></a>``, which MyST does not
+            # know as a target: link the built page (broken_links checks the anchor).
+            page = _html_page(as_staged[resolved])
+            href = posixpath.relpath(page, posixpath.dirname(as_staged.get(source, source)) or ".")
+            return f'<a href="{href}#{fragment}">{label}</a>'
+        if resolved in staged:
+            return match.group(0)
+        for other in EDITIONS:
+            if other is not edition and resolved in other.staged_as():
+                page = posixpath.join(other.folder, _html_page(other.staged_as()[resolved]))
+                href = posixpath.relpath(page, posixpath.dirname(here) or ".") + (f"#{fragment}" if fragment else "")
+                language = other.language.replace("_", "-")
+                return f'<a href="{href}" hreflang="{language}">{label}</a>'
+        return match.group(0)
+
     def fix(match: re.Match) -> str:
         target = match.group(2)
         if re.match(r"[a-z]+:|#|/", target):
             return match.group(0)
         path, _, fragment = target.partition("#")
-        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(source), path))
+        resolved = _twin(posixpath.normpath(posixpath.join(posixpath.dirname(source), path)), edition)
         if resolved in staged:
             # A book page: point at where it sits in the book (the README is the index page).
-            here, there = STAGED_AS.get(source, source), STAGED_AS.get(resolved, resolved)
+            here, there = as_staged.get(source, source), as_staged.get(resolved, resolved)
             relative = posixpath.relpath(there, posixpath.dirname(here) or ".")
             return f"{match.group(1)}{relative}" + (f"#{fragment}" if fragment else "") + match.group(3)
         if not (ROOT / resolved).exists():
@@ -89,12 +178,13 @@ def rewrite_links(text: str, source: str, staged: set[str]) -> str:
         kind = "tree" if (ROOT / resolved).is_dir() else "blob"
         url = f"{REPOSITORY}/{kind}/main/{resolved}" + (f"#{fragment}" if fragment else "")
         return f"{match.group(1)}{url}{match.group(3)}"
-    return LINK.sub(fix, text)
+    return LINK.sub(fix, FULL_LINK.sub(other_edition, text))
 
 
-# Words by which a sentence of a caption refers to the picture it describes.
+# Words by which a sentence of a caption refers to the picture it describes (English, then Chinese).
 FIGURE_WORDS = re.compile(r"\b(picture|figure|plots?|plotted|drawn|draws|panels?|left|right|top|bottom|bars?"
-                          r"|arrows?|curves?)\b", re.I)
+                          r"|arrows?|curves?)\b"
+                          r"|图|曲线|箭头|面板|左边|右边|左侧|右侧|左栏|右栏|虚线|实线|灰线|横轴|纵轴|坐标轴", re.I)
 TEX_SYMBOLS = {"partial": "∂", "cdot": "·", "times": "×", "pi": "π", "sigma": "σ", "to": "→", "infty": "∞",
                "le": "≤", "ge": "≥", "approx": "≈", "lvert": "|", "rvert": "|", "lambda": "λ", "alpha": "α"}
 
@@ -128,8 +218,9 @@ def plain_text(markdown: str) -> str:
 
 
 def sentences(markdown: str) -> list[str]:
-    """The sentences of a Markdown text (a full stop followed by a capital or a parenthesis)."""
-    return [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z(])", plain_text(markdown)) if s]
+    """The sentences of a Markdown text: a full stop followed by a capital or a parenthesis, or a
+    Chinese full stop (。！？, no space after it)."""
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+(?=[A-Z(])|(?<=[。！？])", plain_text(markdown)) if s.strip()]
 
 
 def _markdown_around(cells: list[dict], index: int) -> tuple[str, str]:
@@ -146,12 +237,13 @@ def _markdown_around(cells: list[dict], index: int) -> tuple[str, str]:
 
 
 def caption(cells: list[dict], index: int) -> str:
-    """The first sentence of the nearest Markdown cell above ``cells[index]``, as plain text."""
+    """The first sentence (of 10 characters or more, if any) of the nearest Markdown cell above
+    ``cells[index]``, as plain text."""
     for cell in reversed(cells[:index]):
         if cell["cell_type"] == "markdown":
             found = sentences(re.split(r"^#+ .*$", "".join(cell["source"]), flags=re.M)[-1])
-            if found:
-                return found[0][:240]
+            if found:   # not a bold label ("**Why.**", "**原因。**")
+                return next((sentence for sentence in found if len(sentence) >= 10), found[0])[:240]
     return "Figure"
 
 
@@ -169,7 +261,7 @@ def figure_alt(cells: list[dict], index: int, limit: int = 300) -> str:
         for i, sentence in enumerate(found):
             if FIGURE_WORDS.search(sentence):
                 if above and i and len(found[0]) + len(sentence) < limit:
-                    alt = f"{found[0]} {sentence}"
+                    alt = found[0] + ("" if found[0].endswith(("。", "！", "？")) else " ") + sentence
                 else:
                     alt = " ".join(found[i:i + 2]) if len(sentence) < 60 else sentence
                 break
@@ -183,12 +275,14 @@ def figure_alt(cells: list[dict], index: int, limit: int = 300) -> str:
     return alt
 
 
-def stage_notebook(path: Path, staged: set[str]) -> dict:
+def stage_notebook(path: Path, staged: set[str], edition: Edition = ENGLISH) -> dict:
+    """A notebook with the book's render hints (module docstring); a translated edition's images get their
+    alt text from the translated prose (``metadata.gradlab.alt``, shared with the English code cell, is English)."""
     notebook = json.loads(path.read_text())
     cells = notebook["cells"]
     for index, cell in enumerate(cells):
         if cell["cell_type"] == "markdown":
-            source = rewrite_links("".join(cell["source"]), f"notebooks/{path.name}", staged)
+            source = rewrite_links("".join(cell["source"]), f"{edition.notebooks}/{path.name}", staged, edition)
             cell["source"] = source.splitlines(keepends=True)
         if cell["cell_type"] != "code":
             continue
@@ -201,30 +295,46 @@ def stage_notebook(path: Path, staged: set[str]) -> dict:
         if any(mime in output.get("data", {}) for output in cell["outputs"] for mime in IMAGES):
             # MyST-NB takes an image's alt text from the cell (metadata.mystnb.image.alt), never from
             # the output, so every image of a cell shares it (no stored cell has two images).
-            alt = meta.get("gradlab", {}).get("alt") or figure_alt(cells, index)
+            alt = (edition is ENGLISH and meta.get("gradlab", {}).get("alt")) or figure_alt(cells, index)
             meta.setdefault("mystnb", {}).setdefault("image", {}).setdefault("alt", alt)
     return notebook
 
 
-def stage(src: Path) -> None:
+def title(path: Path) -> str:
+    """A notebook's title: its first heading, without the ``#``."""
+    first = "".join(json.loads(path.read_text())["cells"][0]["source"])
+    return re.match(r"#\s+(.*)", first).group(1).strip()
+
+
+def stage(src: Path, edition: Edition = ENGLISH) -> None:
+    """Stages ``edition``'s pages into ``src``: its README as ``index.md`` with the table of contents,
+    its notebooks, and (English) the reference pages."""
     shutil.rmtree(src, ignore_errors=True)
     (src / "notebooks").mkdir(parents=True)
-    notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
-    staged = {"README.md"} | {f"notebooks/{p.name}" for p in notebooks} | {s for s, _ in PAGES}
+    notebooks = edition.sources()
+    staged = set(edition.staged_as())
     parts = sequence()
     listed = [stem for _, stems in parts for stem in stems]
     missing = sorted({p.stem for p in notebooks} - set(listed))
-    if missing or len(listed) != len(set(listed)):
+    if missing or len(listed) != len(set(listed)) or not notebooks:
         raise SystemExit(f"README's notebook table must list every notebook once; not listed: {missing}")
     for path in notebooks:
-        (src / "notebooks" / path.name).write_text(json.dumps(stage_notebook(path, staged), indent=1))
-    for source, target in PAGES:
-        text = rewrite_links((ROOT / source).read_text(), source, staged)
-        (src / target).write_text(text)
-    toc = [f"\n```{{toctree}}\n:hidden:\n:caption: {part}\n\n" + "\n".join(f"notebooks/{s}" for s in stems)
-           + "\n```\n" for part, stems in parts]
-    toc.append("\n```{toctree}\n:hidden:\n:caption: Reference\n\napi\nexecution_modes\ninstructors\n```\n")
-    readme = rewrite_links((ROOT / "README.md").read_text(), "README.md", staged)
+        (src / "notebooks" / path.name).write_text(json.dumps(stage_notebook(path, staged, edition), indent=1))
+    stems = {p.stem for p in notebooks}
+    toc = [f"\n```{{toctree}}\n:hidden:\n:caption: {edition.parts.get(part, part)}\n\n"
+           + "\n".join(f"notebooks/{s}" for s in part_stems if s in stems) + "\n```\n" for part, part_stems in parts]
+    if edition is ENGLISH:
+        for source, target in PAGES:
+            text = rewrite_links((ROOT / source).read_text(), source, staged)
+            (src / target).write_text(text)
+        toc.append("\n```{toctree}\n:hidden:\n:caption: Reference\n\napi\nexecution_modes\ninstructors\n```\n")
+    else:
+        # The English-only pages, linked from the index (outside this edition's Sphinx project).
+        links = " · ".join(f'<a href="../{_html_page(page)}" hreflang="en">{name}</a>' for name, page in
+                           (("API 参考", "api.md"), ("执行模式与限制", "execution_modes.md"), ("教师指南", "instructors.md")))
+        toc.insert(0, f"\n## {edition.reference}\n\ngradlab 的 API 参考和以下参考页面只有英文版（与 TensorFlow 的报错信息一样，"
+                      f"gradlab 的异常也保持英文）：{links}。\n")
+    readme = rewrite_links((ROOT / edition.readme).read_text(), edition.readme, staged, edition)
     (src / "index.md").write_text(readme + "".join(toc))
 
 
@@ -269,26 +379,38 @@ def broken_links(out: Path) -> list[str]:
     return broken
 
 
+def sphinx(edition: Edition, out: Path) -> bool:
+    """One edition's Sphinx run into ``out`` (docs/conf.py reads ``GRADLAB_BOOK_EDITION``)."""
+    src = ROOT / "build" / ("book-src" + (f"-{edition.code}" if edition.folder else ""))
+    stage(src, edition)
+    doctrees = ROOT / "build" / ("book-doctrees" + (f"-{edition.code}" if edition.folder else ""))
+    command = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
+               "-c", str(ROOT / "docs"), "-d", str(doctrees), str(src), str(out / edition.folder)]
+    environment = {**os.environ, "GRADLAB_BOOK_EDITION": edition.code, "GRADLAB_BOOK_OUT": str(out)}
+    return subprocess.run(command, cwd=ROOT, env=environment).returncode == 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="build/book", help="output folder (default: build/book)")
     args = parser.parse_args(argv)
-    out, src = ROOT / args.out, ROOT / "build" / "book-src"
+    out = ROOT / args.out
     start = time.perf_counter()
-    stage(src)
     shutil.rmtree(out, ignore_errors=True)
-    command = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
-               "-c", str(ROOT / "docs"), "-d", str(ROOT / "build" / "book-doctrees"), str(src), str(out)]
-    if subprocess.run(command, cwd=ROOT).returncode:
-        print("make book: Sphinx reported warnings (treated as errors) above.", file=sys.stderr)
-        return 1
+    took = {}
+    for edition in EDITIONS:        # English first: the Chinese pages link its API reference (objects.inv)
+        if not sphinx(edition, out):
+            print(f"make book ({edition.code}): Sphinx reported warnings (treated as errors) above.", file=sys.stderr)
+            return 1
+        took[edition.code] = time.perf_counter() - start - sum(took.values())
     broken = broken_links(out)
     if broken:
         print("make book: broken internal links:\n  " + "\n  ".join(broken), file=sys.stderr)
         return 1
     pages = len([p for p in out.rglob("*.html") if "_static" not in p.relative_to(out).parts])
-    print(f"book: {pages} pages in {args.out}/ (index.html), built in {time.perf_counter() - start:.0f} s;"
-          " every internal link resolves")
+    each = ", ".join(f"{code} {seconds:.0f} s" for code, seconds in took.items())
+    print(f"book: {pages} pages in {args.out}/ (index.html; the Chinese edition in zh/), built in"
+          f" {time.perf_counter() - start:.0f} s ({each}); every internal link resolves")
     return 0
 
 

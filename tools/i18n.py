@@ -58,7 +58,10 @@ CODE_DOMAINS = {
                              "notebooks/exercises/custom_gradient.py", "notebooks/exercises/straight_through.py",
                              "notebooks/exercises/keras_layers.py", "notebooks/exercises/surrogate.py",
                              "notebooks/exercises/relu.py", "notebooks/exercises/chain.py",
-                             "notebooks/exercises/optimizer.py")),
+                             "notebooks/exercises/optimizer.py", "notebooks/exercises/higher_order.py",
+                             "notebooks/exercises/performance.py", "notebooks/exercises/legacy.py",
+                             "notebooks/exercises/reference.py", "notebooks/exercises/domain_adversarial.py",
+                             "notebooks/exercises/recipes.py", "notebooks/exercises/questions.py")),
     "gradlab": (ROOT / "gradlab" / "locale", ("gradlab/widgets/_presets.py",)),
 }
 CODE_DOMAIN = "workbook"

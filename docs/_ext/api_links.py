@@ -5,7 +5,9 @@
   tensorflow.org. docs/_ext/tf_api.py decides, from the installed (pinned) TensorFlow and Keras:
   nothing is fetched and no name is guessed (``tf.py_func``, TF1 only, stays plain code).
 - Inline code naming a documented ``gradlab.*`` object links to its entry in the book's API
-  reference (the Python domain's objects, which autodoc fills).
+  reference (the Python domain's objects, which autodoc fills). A translated edition has no API page
+  of its own: it links to the English one, read from the English run's ``objects.inv``
+  (``gradlab_api_inventory``).
 
 Code in headings (the tables of contents repeat them), in existing links and in API signatures
 is left alone.
@@ -13,6 +15,8 @@ is left alone.
 from __future__ import annotations
 
 import re
+import zlib
+from pathlib import Path
 
 from docutils import nodes
 from sphinx import addnodes
@@ -37,9 +41,14 @@ class ApiLinks(SphinxPostTransform):
                 continue
             text = literal.astext().strip()
             url, internal = tf_api.api_url(text), False
-            if url is None and (match := GRADLAB.fullmatch(text)) and match.group("name") in objects:
+            match = GRADLAB.fullmatch(text)
+            if url is None and match and match.group("name") in objects:
                 entry = objects[match.group("name")]
                 url = self.app.builder.get_relative_uri(self.env.docname, entry.docname) + "#" + entry.node_id
+                internal = True
+            elif url is None and match and match.group("name") in (english := english_api(self.app)):
+                # The English API page, one folder above this edition's root.
+                url = "../" * (self.env.docname.count("/") + 1) + english[match.group("name")]
                 internal = True
             if url is None:
                 continue
@@ -59,6 +68,24 @@ class ApiLinks(SphinxPostTransform):
         return False
 
 
+def english_api(app) -> dict[str, str]:
+    """The Python objects of the English API reference (``gradlab_api_inventory``, an ``objects.inv``):
+    name -> its URL from the English site's root. Empty for the English run itself."""
+    if not app.config.gradlab_api_inventory:
+        return {}
+    if not hasattr(app, "_gradlab_english_api"):
+        lines = Path(app.config.gradlab_api_inventory).read_bytes().split(b"\n", 4)
+        objects = {}
+        for line in zlib.decompress(lines[4]).decode().splitlines():
+            found = re.match(r"(\S+)\s+py:\w+\s+-?\d+\s+(\S+)", line)
+            if found:
+                name, uri = found.groups()
+                objects[name] = uri[:-1] + name if uri.endswith("$") else uri
+        app._gradlab_english_api = objects
+    return app._gradlab_english_api
+
+
 def setup(app):
+    app.add_config_value("gradlab_api_inventory", "", "env")
     app.add_post_transform(ApiLinks)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -7,6 +7,7 @@ import tensorflow as tf
 
 import gradlab.layers
 from exercises._harness import NotYet, running, self_check
+from exercises._i18n import _
 from papers.dann import reversal_factor
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
@@ -87,60 +88,68 @@ def _gamma_or_progress(callback_class, seen, epochs: int, batches: int) -> str:
         more = []
     other = _fitted_gamma(more, other_steps) if len(more) == other_steps else None
     if other is not None and np.isclose(other, gamma, rtol=1e-3):
-        return (f"\nThese values fit the ramp 2/(1 + exp(-γ·p)) - 1 with γ ≈ {gamma:.3g}, also over "
-                f"{other_steps} steps; the paper's\nramp has γ = 10. Where does your γ come from?")
+        return _("\nThese values fit the ramp 2/(1 + exp(-γ·p)) - 1 with γ ≈ {gamma:.3g}, also over "
+                 "{other_steps} steps; the paper's\nramp has γ = 10. Where does your γ come from?").format(
+                     gamma=gamma, other_steps=other_steps)
     other_total = None if other is None else 10.0 * other_steps / other
     written_in = not more or (other_total is not None and np.isclose(total, other_total, atol=1e-3))
     if written_in and np.isclose(total, round(total), atol=1e-3):
-        return (f"\nThat is the ramp over {round(total)} steps, not over the {steps} of this training: does your "
-                "callback compute\nit from total_steps, the number of steps it is given?")
+        return _("\nThat is the ramp over {total} steps, not over the {steps} of this training: does your "
+                 "callback compute\nit from total_steps, the number of steps it is given?").format(
+                     total=round(total), steps=steps)
     if (other_total is not None and np.isclose(total, round(total), atol=1e-3)
             and np.isclose(other_total - other_steps, round(total) - steps, atol=1e-3)):
-        return (f"\nThat is the ramp over {round(total)} steps where total_steps is {steps} (over "
-                f"{round(other_total)} where it is {other_steps}):\nyour p divides the step by another number "
-                "than total_steps.")
-    return (f"\nThese values fit the ramp 2/(1 + exp(-γ·p)) - 1 with γ ≈ {gamma:.3g}, but with one more batch an "
-            f"epoch\nthey do not fit one γ: check both γ (the paper's is 10) and p = step / total_steps.")
+        return _("\nThat is the ramp over {total} steps where total_steps is {steps} (over "
+                 "{other_total} where it is {other_steps}):\nyour p divides the step by another number "
+                 "than total_steps.").format(total=round(total), steps=steps, other_total=round(other_total),
+                                             other_steps=other_steps)
+    return _("\nThese values fit the ramp 2/(1 + exp(-γ·p)) - 1 with γ ≈ {gamma:.3g}, but with one more batch an "
+             "epoch\nthey do not fit one γ: check both γ (the paper's is 10) and p = step / total_steps.").format(
+                 gamma=gamma)
 
 
 def _check_ramp(callback_class, epochs: int, batches: int) -> list[float]:
     steps = epochs * batches
     expected = [reversal_factor(i / steps) for i in range(steps)]
-    with running("training with your callback"):
+    with running(_("training with your callback")):
         seen = _factors_seen(callback_class, epochs, batches)
     if len(seen) == steps and np.allclose(seen, expected, atol=1e-6):
         return seen
     shown = np.array(seen).round(4)
     hint = ""
     if len(seen) != steps:
-        hint = f"\nThe callback saw {len(seen)} steps, not {steps}: did fit run with your callback?"
+        hint = _("\nThe callback saw {seen} steps, not {steps}: did fit run with your callback?").format(
+            seen=len(seen), steps=steps)
     elif np.allclose(seen, seen[0]):
-        hint = "\nThe factor never changed: assign reversal.factor in on_train_batch_begin."
+        hint = _("\nThe factor never changed: assign reversal.factor in on_train_batch_begin.")
     elif all(np.allclose(seen[e * batches:(e + 1) * batches], seen[:batches]) for e in range(1, epochs)):
-        hint = ("\nIt starts again at the second epoch: fit's `batch` argument counts the batches of\n"
-                "the current epoch. Where can the callback get a step number that keeps counting across epochs?")
+        hint = _("\nIt starts again at the second epoch: fit's `batch` argument counts the batches of\n"
+                 "the current epoch. Where can the callback get a step number that keeps counting across epochs?")
     elif np.allclose(seen[1:], expected[:-1]):
-        hint = ("\nEach value comes one step late: set the factor before the step (on_train_batch_begin), "
-                "from the\nstep about to run.")
+        hint = _("\nEach value comes one step late: set the factor before the step (on_train_batch_begin), "
+                 "from the\nstep about to run.")
     elif np.allclose(seen, [reversal_factor((i + 1) / steps) for i in range(steps)]):
-        hint = "\nEach value is one step early: the first step runs at p = 0 / total_steps; count from 0."
+        hint = _("\nEach value is one step early: the first step runs at p = 0 / total_steps; count from 0.")
     elif all(np.allclose(seen[e * batches:(e + 1) * batches], seen[e * batches]) for e in range(epochs)):
-        hint = "\nIt changes only once an epoch: set it before every step (on_train_batch_begin)."
+        hint = _("\nIt changes only once an epoch: set it before every step (on_train_batch_begin).")
     elif _counts_with(seen, epochs, steps, batches) is not None:
-        hint = (f"\nThe step counts {_counts_with(seen, epochs, steps, batches)} batches an epoch; this training "
-                f"has {batches}: is a number of\nbatches written into your callback?")
+        hint = _("\nThe step counts {counted} batches an epoch; this training has {batches}: is a number of\n"
+                 "batches written into your callback?").format(counted=_counts_with(seen, epochs, steps, batches),
+                                                              batches=batches)
     elif _fitted_gamma(seen, steps) is not None:
         hint = _gamma_or_progress(callback_class, seen, epochs, batches)
     elif _ramp_over(seen, steps) is not None:
-        hint = (f"\nThat is the ramp over {_ramp_over(seen, steps)} steps: does your callback compute it from "
-                "total_steps, the number of\nsteps it is given?")
+        hint = _("\nThat is the ramp over {total} steps: does your callback compute it from "
+                 "total_steps, the number of\nsteps it is given?").format(total=_ramp_over(seen, steps))
     elif len(seen) > 2 and np.allclose(np.diff(seen), seen[1] - seen[0], atol=1e-6):
-        hint = "\nThe factor grows by the same amount every step: the paper's ramp, reversal_factor(p), is not a line."
+        hint = _("\nThe factor grows by the same amount every step: the paper's ramp, reversal_factor(p), is not "
+                 "a line.")
     else:
         first = int(np.argmax(~np.isclose(seen, expected, atol=1e-6)))
-        hint = f"\nThe first difference is before step {first} (counting from 0)."
-    raise NotYet(f"over {epochs} epochs of {batches} batches ({steps} steps) the factor before each step was\n"
-                 f"{shown}; the ramp is\n{np.array(expected).round(4)}.{hint}")
+        hint = _("\nThe first difference is before step {first} (counting from 0).").format(first=first)
+    raise NotYet(_("over {epochs} epochs of {batches} batches ({steps} steps) the factor before each step was\n"
+                   "{seen}; the ramp is\n{ramp}.").format(epochs=epochs, batches=batches, steps=steps, seen=shown,
+                                                         ramp=np.array(expected).round(4)) + hint)
 
 
 @self_check
@@ -154,12 +163,14 @@ def check_exercise_1(callback_class, *, seed: int | None = None) -> str:
         shapes = [(e, b) for e in (2, 3) for b in range(2, 7) if e * b not in (6, 8)]
         epochs, batches = shapes[int(rng.integers(len(shapes)))]
         _check_ramp(callback_class, epochs, batches)
-        return f"Over {epochs} epochs of {batches} batches the factor followed the paper's ramp before each step."
+        return _("Over {epochs} epochs of {batches} batches the factor followed the paper's ramp before each "
+                 "step.").format(epochs=epochs, batches=batches)
     seen = _check_ramp(callback_class, EPOCHS, BATCHES)
     _check_ramp(callback_class, OTHER_EPOCHS, OTHER_BATCHES)
-    return (f"Over {EPOCHS} epochs of {BATCHES} batches the factor before each step was\n"
-            f"{np.array(seen).round(4)}: the paper's ramp over all {EPOCHS * BATCHES} steps "
-            f"(and over {OTHER_EPOCHS * OTHER_BATCHES} steps too).")
+    return _("Over {epochs} epochs of {batches} batches the factor before each step was\n"
+             "{seen}: the paper's ramp over all {steps} steps (and over {other} steps too).").format(
+                 epochs=EPOCHS, batches=BATCHES, seen=np.array(seen).round(4), steps=EPOCHS * BATCHES,
+                 other=OTHER_EPOCHS * OTHER_BATCHES)
 
 
 def _first(values) -> str:
@@ -171,24 +182,26 @@ def _check_traced(domain_logits, reversal, domain_head, gradients, factors, seed
     ``reversal.factor`` between two calls (``factors``) must change the features' gradient, without
     tracing again (as in a training step)."""
     features = tf.constant(np.random.default_rng(seed).normal(size=(4, 3)), tf.float32)
-    _, (plain, *_) = gradients(domain_head, features)
+    _logits, (plain, *_head) = gradients(domain_head, features)
     step = tf.function(lambda f: gradients(lambda t: domain_logits(t, reversal, domain_head), f)[1][0])
     for factor in factors:
         reversal.factor = factor
-        with running(f"inside a tf.function, with reversal.factor {factor}, domain_logits"):
+        with running(_("inside a tf.function, with reversal.factor {factor}, domain_logits").format(factor=factor)):
             got = step(features)
         if got is None or not np.allclose(got, -factor * plain.numpy(), atol=1e-7):
             frozen = got is not None and np.allclose(got, -factors[0] * plain.numpy(), atol=1e-7)
-            raise NotYet(f"inside a tf.function, after reversal.factor changed to {factor}, the features receive\n"
-                         f"{_first(got) if got is not None else None} (first entries);\nexpected -{factor} times "
-                         f"the plain gradient, {_first(-factor * plain.numpy())}." + (
-                             "\nThe factor was read once, as a Python number, while tracing (notebook 11, §3.1):\n"
-                             "call the layer, reversal(features), which reads its factor at every call, rather than\n"
-                             "passing reversal.factor." if frozen else ""))
+            raise NotYet(_("inside a tf.function, after reversal.factor changed to {factor}, the features receive\n"
+                           "{got} (first entries);\nexpected -{factor} times the plain gradient, {expected}.").format(
+                               factor=factor, got=_first(got) if got is not None else None,
+                               expected=_first(-factor * plain.numpy())) + (
+                             _("\nThe factor was read once, as a Python number, while tracing (notebook 11, §3.1):\n"
+                               "call the layer, reversal(features), which reads its factor at every call, rather "
+                               "than\npassing reversal.factor.") if frozen else ""))
     if step.experimental_get_tracing_count() > 1:
-        raise NotYet(f"the gradient follows reversal.factor, but your function was traced "
-                     f"{step.experimental_get_tracing_count()} times inside one tf.function: the layer's "
-                     "factor is a variable,\nread at every call without tracing again.")
+        raise NotYet(_("the gradient follows reversal.factor, but your function was traced "
+                       "{traces} times inside one tf.function: the layer's "
+                       "factor is a variable,\nread at every call without tracing again.").format(
+                           traces=step.experimental_get_tracing_count()))
 
 
 @self_check
@@ -222,40 +235,46 @@ def check_exercise_2(domain_logits, *, seed: int | None = None) -> str:
     plain_logits, (g_plain, *head_plain) = gradients(domain_head)
     for factor in factors:
         reversal.factor = factor
-        setting = "" if factor == factors[0] else f"with reversal.factor set to {factor}, "
+        setting = "" if factor == factors[0] else _("with reversal.factor set to {factor}, ").format(factor=factor)
         with running(f"{setting}domain_logits"):
             logits, (g_features, *head) = gradients(lambda f: domain_logits(f, reversal, domain_head))
             logits = np.asarray(logits)
         if logits.shape != tuple(plain_logits.shape) or not np.allclose(logits, plain_logits.numpy()):
-            raise NotYet(f"{setting}the value should be the domain head's logits for the features,\n"
-                         f"{plain_logits.numpy()[:, 0]}; got {logits.reshape(-1)}. The reversal does not change values.")
+            raise NotYet(_("{setting}the value should be the domain head's logits for the features,\n"
+                           "{expected}; got {got}. The reversal does not change values.").format(
+                               setting=setting, expected=plain_logits.numpy()[:, 0], got=logits.reshape(-1)))
         if any(g is None for g in head) or not all(np.allclose(g, h) for g, h in zip(head, head_plain)):
-            got = "None" if head[0] is None else _first(head[0])
-            said = (f"{setting}the domain head's kernel receives {got} (first entries);\nits plain gradient is "
-                    f"{_first(head_plain[0])}")
+            said = dict(setting=setting, got="None" if head[0] is None else _first(head[0]),
+                        plain=_first(head_plain[0]))
             reversed_head = all(g is not None and np.allclose(g, -factor * h) for g, h in zip(head, head_plain))
-            raise NotYet(said + (":\nit gets it reversed, so the head would learn to tell the domains apart worse. "
-                                 "Which tensor\nshould carry the reversed gradient: the head's output, or the features?"
-                                 if reversed_head else ".\nThe head's own weights must get their plain gradient."))
+            raise NotYet((_("{setting}the domain head's kernel receives {got} (first entries);\nits plain gradient is "
+                            "{plain}:\nit gets it reversed, so the head would learn to tell the domains apart worse. "
+                            "Which tensor\nshould carry the reversed gradient: the head's output, or the features?")
+                          if reversed_head else
+                          _("{setting}the domain head's kernel receives {got} (first entries);\nits plain gradient is "
+                            "{plain}.\nThe head's own weights must get their plain gradient.")).format(**said))
         if g_features is None or not np.any(g_features):
-            raise NotYet(f"{setting}no gradient reaches the features. That is the source-only observer\n"
-                         "(tf.stop_gradient): the encoder would not learn to hide the domain.")
+            raise NotYet(_("{setting}no gradient reaches the features. That is the source-only observer\n"
+                           "(tf.stop_gradient): the encoder would not learn to hide the domain.").format(setting=setting))
         if not np.allclose(g_features, -factor * g_plain.numpy(), atol=1e-7):
             ratio = float(np.sum(np.asarray(g_features) * g_plain.numpy()) / np.sum(g_plain.numpy() ** 2))
             if np.allclose(g_features, g_plain.numpy()):
-                hint = "\nThey get the plain gradient: the encoder would help the domain head."
+                hint = _("\nThey get the plain gradient: the encoder would help the domain head.")
             elif setting and np.allclose(g_features, -factors[0] * g_plain.numpy(), atol=1e-7):
-                hint = (f"\nThey get -{factors[0]} times, as with factor {factors[0]}: call the reversal layer passed "
-                        "in, reversal(features),\nwhose factor the ramp changes during training, not a reversal of "
-                        "your own.")
+                hint = _("\nThey get -{first} times, as with factor {first}: call the reversal layer passed "
+                         "in, reversal(features),\nwhose factor the ramp changes during training, not a reversal of "
+                         "your own.").format(first=factors[0])
             elif factor != 0.5 and np.allclose(g_features, -0.5 * g_plain.numpy(), atol=1e-7):
-                hint = ("\nThey get -0.5 times, the first public case's factor: is 0.5 written into your code? Call "
-                        "the reversal\nlayer passed in, reversal(features), whose factor the ramp changes.")
+                hint = _("\nThey get -0.5 times, the first public case's factor: is 0.5 written into your code? Call "
+                         "the reversal\nlayer passed in, reversal(features), whose factor the ramp changes.")
             else:
-                hint = f"\nThey get {ratio:.2f} times the plain gradient."
-            raise NotYet(f"{setting}the features receive {np.asarray(g_features)[0]} (first row);\nthey should "
-                         f"receive -{factor} times the plain gradient, {-factor * g_plain.numpy()[0]}.{hint}")
+                hint = _("\nThey get {ratio:.2f} times the plain gradient.").format(ratio=ratio)
+            raise NotYet(_("{setting}the features receive {got} (first row);\nthey should "
+                           "receive -{factor} times the plain gradient, {expected}.").format(
+                               setting=setting, got=np.asarray(g_features)[0], factor=factor,
+                               expected=-factor * g_plain.numpy()[0]) + hint)
     _check_traced(domain_logits, reversal, domain_head, gradients, factors, 1 if seed is None else seed + 1)
-    return (f"The domain head gets its plain gradient (it learns to tell the domains apart),\n"
-            f"and the features get it times -factor ({factors[0]}, then {factors[1]}): {np.asarray(g_features)[0]} against\n"
-            f"{g_plain.numpy()[0]} (first row), so the encoder learns to hide the domain.")
+    return _("The domain head gets its plain gradient (it learns to tell the domains apart),\n"
+             "and the features get it times -factor ({first}, then {second}): {got} against\n"
+             "{plain} (first row), so the encoder learns to hide the domain.").format(
+                 first=factors[0], second=factors[1], got=np.asarray(g_features)[0], plain=g_plain.numpy()[0])

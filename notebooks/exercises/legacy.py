@@ -5,6 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from exercises._harness import NotYet, gradient_rules, running, self_check
+from exercises._i18n import _
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
@@ -27,35 +28,39 @@ def _check_exercise_1_case(fn, xs, dy) -> str:
         y = tf.convert_to_tensor(fn(x))
         return y, tf.gradients(y, x, grad_ys=dy)[0]
 
-    with running("your function", last=True):
+    with running(_("your function"), last=True):
         y, grad = run(xs)
     if y.shape != xs.shape or not np.array_equal(y.numpy(), tf.nn.relu(xs).numpy()):
-        raise NotYet(f"the forward value must stay relu(x) = {tf.nn.relu(xs).numpy()}; you return {y.numpy()}.")
+        raise NotYet(_("the forward value must stay relu(x) = {expected}; you return {y}.").format(
+            expected=tf.nn.relu(xs).numpy(), y=y.numpy()))
     grad = np.zeros(xs.shape, np.float32) if grad is None else grad.numpy() + 0.0      # no -0.0 shown
     upstream, positive = dy.numpy(), xs.numpy() > 0
     expected = upstream * np.where(positive, 1.0, 0.1).astype(np.float32)
     overrides = _traced_overrides(fn, xs)
-    said = f"at x = {xs.numpy()} with the upstream gradient {upstream},\nx receives {grad}"
+    said = dict(x=xs.numpy(), dy=upstream, got=grad)
     if np.allclose(grad, expected):
-        if any(op_type == "Relu" for op_type, _ in overrides):
-            return f"Forward relu(x), gradient {grad}: a leaky-ReLU gradient behind an exact ReLU."
-        how = ("it comes from a tf.custom_gradient" if any(op_type == "IdentityN" for op_type, _ in overrides)
-               else "it comes from other ops' own gradients (a stop_gradient trick?)")
-        raise NotYet(f"the gradient is right, but no Relu op in your function has its gradient overridden:\n{how}.\n"
-                     "This exercise practises the legacy route: create tf.nn.relu inside\n"
-                     "gradlab.gradient_override({'Relu': fn}), with fn(op, grad) computing the gradient.")
+        if any(op_type == "Relu" for op_type, _rule in overrides):
+            return _("Forward relu(x), gradient {got}: a leaky-ReLU gradient behind an exact ReLU.").format(got=grad)
+        how = (_("it comes from a tf.custom_gradient") if any(op_type == "IdentityN" for op_type, _rule in overrides)
+               else _("it comes from other ops' own gradients (a stop_gradient trick?)"))
+        raise NotYet(_("the gradient is right, but no Relu op in your function has its gradient overridden:\n{how}.\n"
+                       "This exercise practises the legacy route: create tf.nn.relu inside\n"
+                       "gradlab.gradient_override({{'Relu': fn}}), with fn(op, grad) computing the gradient.").format(
+                           how=how))
     if np.allclose(grad, upstream * positive):
-        raise NotYet(f"{said}, ReLU's own gradient: the override is not applied.\nIs the op type spelled 'Relu', "
-                     "and is tf.nn.relu created inside the with block?")
+        raise NotYet(_("at x = {x} with the upstream gradient {dy},\nx receives {got}, ReLU's own gradient: the "
+                       "override is not applied.\nIs the op type spelled 'Relu', and is tf.nn.relu created inside "
+                       "the with block?").format(**said))
     if np.allclose(grad, np.where(positive, 1.0, 0.1)):
-        hint = "Your fn ignores grad: multiply the leaky slope by it."
+        hint = _("Your fn ignores grad: multiply the leaky slope by it.")
     elif np.allclose(grad, upstream):
-        hint = "Your fn returns grad unchanged: multiply it by 0.1 where x <= 0."
+        hint = _("Your fn returns grad unchanged: multiply it by 0.1 where x <= 0.")
     elif np.allclose(grad, upstream * np.where(positive, 0.1, 1.0)):
-        hint = "The slopes are swapped: 1 where x > 0, 0.1 elsewhere."
+        hint = _("The slopes are swapped: 1 where x > 0, 0.1 elsewhere.")
     else:
-        hint = "The rule is grad times 1 where x > 0, times 0.1 elsewhere."
-    raise NotYet(f"{said}; expected {expected}.\n{hint}")
+        hint = _("The rule is grad times 1 where x > 0, times 0.1 elsewhere.")
+    raise NotYet(_("at x = {x} with the upstream gradient {dy},\nx receives {got}; expected {expected}.").format(
+        expected=expected, **said) + f"\n{hint}")
 
 
 def _held_out(seed: int, scale: float, inside: float) -> tuple[tf.Tensor, tf.Tensor]:
@@ -100,34 +105,35 @@ def _check_exercise_2_case(fn, x, dy) -> str:
             y = tf.convert_to_tensor(fn(x))
         grad = tape.gradient(y, x, output_gradients=dy)
     if y.shape != x.shape or not np.array_equal(y.numpy(), x.numpy()):
-        raise NotYet(f"the forward value must be x = {x.numpy()} exactly; you return {y.numpy()}."
-                     + ("\nClip the gradient, not the value." if np.allclose(y.numpy(), np.clip(x.numpy(), -0.1, 0.1))
-                        else ""))
+        raise NotYet(_("the forward value must be x = {x} exactly; you return {y}.").format(x=x.numpy(), y=y.numpy())
+                     + (_("\nClip the gradient, not the value.")
+                        if np.allclose(y.numpy(), np.clip(x.numpy(), -0.1, 0.1)) else ""))
     if grad is None:
-        raise NotYet("no gradient reaches x. Did the forward pass go through NumPy?")
+        raise NotYet(_("no gradient reaches x. Did the forward pass go through NumPy?"))
     if grad.shape != x.shape:
-        raise NotYet(f"x has shape {x.shape}, but your grad sends back a gradient of shape {grad.shape}.")
+        raise NotYet(_("x has shape {shape}, but your grad sends back a gradient of shape {got}.").format(
+            shape=x.shape, got=grad.shape))
     expected, got, upstream = np.clip(dy.numpy(), -0.1, 0.1), grad.numpy(), dy.numpy()
-    said = f"for the upstream gradient {upstream} you send back {got}"
     if np.array_equal(got, upstream):
-        raise NotYet(f"{said},\nthe upstream gradient, unclipped: in eager mode the override map is silently "
-                     "ignored (section 4).\nWhat replaces the map in TF 2? Section 6 lists a replacement "
-                     "for each legacy recipe.")
+        raise NotYet(_("for the upstream gradient {dy} you send back {got},\nthe upstream gradient, unclipped: in "
+                       "eager mode the override map is silently ignored (section 4).\nWhat replaces the map in TF 2? "
+                       "Section 6 lists a replacement for each legacy recipe.").format(dy=upstream, got=got))
     if not np.allclose(got, expected):
         if np.allclose(got, np.clip(np.ones_like(upstream), -0.1, 0.1)):
-            hint = "\nYour grad ignores dy: clip the upstream gradient itself."
+            hint = _("\nYour grad ignores dy: clip the upstream gradient itself.")
         elif np.allclose(got, 0.1 * upstream):
-            hint = "\nThat scales dy by 0.1: clip it to [-0.1, 0.1] instead."
+            hint = _("\nThat scales dy by 0.1: clip it to [-0.1, 0.1] instead.")
         else:
             hint = ""
-        raise NotYet(f"{said};\nclip_by_value(dy, -0.1, 0.1) is {expected}.{hint}")
-    mapped = sorted({op_type for op_type, _ in _traced_overrides(fn, x) if op_type != "IdentityN"})
+        raise NotYet(_("for the upstream gradient {dy} you send back {got};\nclip_by_value(dy, -0.1, 0.1) is "
+                       "{expected}.").format(dy=upstream, got=got, expected=expected) + hint)
+    mapped = sorted({op_type for op_type, _rule in _traced_overrides(fn, x) if op_type != "IdentityN"})
     if mapped:
-        raise NotYet(f"the gradient is clipped here, but your function still overrides the gradient of "
-                     f"{', '.join(mapped)} with a map:\nonly a tape outside the tf.function that builds the op "
-                     "honours it; a tape inside one\n(Keras' fit) ignores it (section 4). Port it: "
-                     "tf.custom_gradient or gradlab need no map.")
-    return f"Eager, forward unchanged, upstream {upstream} clipped to {got}."
+        raise NotYet(_("the gradient is clipped here, but your function still overrides the gradient of "
+                       "{ops} with a map:\nonly a tape outside the tf.function that builds the op "
+                       "honours it; a tape inside one\n(Keras' fit) ignores it (section 4). Port it: "
+                       "tf.custom_gradient or gradlab need no map.").format(ops=", ".join(mapped)))
+    return _("Eager, forward unchanged, upstream {dy} clipped to {got}.").format(dy=upstream, got=got)
 
 
 @self_check

@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from exercises._harness import NotYet, first_hint, first_line, running, self_check
+from exercises._i18n import _
 
 __all__ = ["check_exercise_1", "check_exercise_2", "quantize_numpy"]
 
@@ -15,7 +16,7 @@ def short_reason(err):
     """One line saying why a step cannot run (no machine paths)."""
     match = re.search(r"No registered '(\w+)' OpKernel for (\w+) devices", str(err))
     if match:
-        return f"XLA has no kernel for the {match.group(1)} op: a Python function cannot be compiled"
+        return _("XLA has no kernel for the {op} op: a Python function cannot be compiled").format(op=match.group(1))
     return first_line(err, limit=80)
 
 
@@ -50,9 +51,9 @@ def _summaries(log, technique) -> list:
     def seconds(name, warm):
         return [r["seconds"] for r in log if r["technique"] == name and (warm or r["round"] >= 1)]
 
-    warm_up = "it includes the warm-up (round 0), where tracing and compiling dominate. Leave round 0 out."
-    unpaired = ("it divides a summary of one technique's times by a summary of the other's.\n"
-                "Divide within each round first (same round, same load), then take the median.")
+    warm_up = _("it includes the warm-up (round 0), where tracing and compiling dominate. Leave round 0 out.")
+    unpaired = _("it divides a summary of one technique's times by a summary of the other's.\n"
+                 "Divide within each round first (same round, same load), then take the median.")
     return [
         (np.mean(seconds(technique, True)) / np.mean(seconds("none", True)), warm_up),
         (np.median(seconds(technique, True)) / np.median(seconds("none", True)), warm_up),
@@ -60,9 +61,9 @@ def _summaries(log, technique) -> list:
         (float(np.mean(_per_round_ratios(log, technique, True))), warm_up),
         (np.median(seconds(technique, False)) / np.median(seconds("none", False)), unpaired),
         (np.mean(seconds(technique, False)) / np.mean(seconds("none", False)), unpaired),
-        (float(np.mean(_per_round_ratios(log, technique))), "that is the mean of the per-round ratios: take their median, "
-                                           "which one disturbed round\ncannot move."),
-        (1.0 / _fair_ratio_reference(log, technique), "that is none / technique: the ratio is upside down."),
+        (float(np.mean(_per_round_ratios(log, technique))), _("that is the mean of the per-round ratios: take their "
+                                                               "median, which one disturbed round\ncannot move.")),
+        (1.0 / _fair_ratio_reference(log, technique), _("that is none / technique: the ratio is upside down.")),
     ]
 
 
@@ -86,25 +87,28 @@ def check_exercise_1(fair_ratio, *, seed: int | None = None) -> str:
         log = _made_up_log(draw, technique)
         expected = _fair_ratio_reference(log, technique)
         with running(f'fair_ratio(log, "{technique}")',
-                     hint=f'\n(This log\'s technique is "{technique}": does your function use its technique argument?)'
-                     if technique != "scale" else ""):
+                     hint=_('\n(This log\'s technique is "{technique}": does your function use its technique '
+                            'argument?)').format(technique=technique) if technique != "scale" else ""):
             answer = fair_ratio(log, technique)
         if answer is None:
-            raise NotYet(f'fair_ratio(log, "{technique}") returned None: return the ratio, a number.')
+            raise NotYet(_('fair_ratio(log, "{technique}") returned None: return the ratio, a number.').format(
+                technique=technique))
         try:
             answer = float(answer)
         except (TypeError, ValueError):
-            raise NotYet(f'fair_ratio(log, "{technique}") should return one number; it returned '
-                         f"{type(answer).__name__} {answer!r}.") from None
+            raise NotYet(_('fair_ratio(log, "{technique}") should return one number; it returned '
+                           "{type} {answer!r}.").format(technique=technique, type=type(answer).__name__,
+                                                        answer=answer)) from None
         if abs(answer - expected) <= 1e-9:
             continue
         hint = first_hint(*((abs(answer - value) < 1e-9, text) for value, text in _summaries(log, technique)),
-                          otherwise=f"take the median, over rounds 1 and later, of seconds({technique}) / "
-                                    "seconds(none) in the same round.")
-        raise NotYet(f'fair_ratio(log, "{technique}") is {answer:.4f}; the median over rounds 1+ of the '
-                     f"per-round ratio\n{technique} / none is {expected:.4f}.\nHint: {hint}")
-    return (f"The median per-round ratio is {expected:.4f}: the warm-up is out, and the two busy\n"
-            "rounds, three times slower for both techniques, give ordinary ratios.")
+                          otherwise=_("take the median, over rounds 1 and later, of seconds({technique}) / "
+                                      "seconds(none) in the same round.").format(technique=technique))
+        raise NotYet(_('fair_ratio(log, "{technique}") is {answer:.4f}; the median over rounds 1+ of the '
+                       "per-round ratio\n{technique} / none is {expected:.4f}.\nHint: {hint}").format(
+                           technique=technique, answer=answer, expected=expected, hint=hint))
+    return _("The median per-round ratio is {expected:.4f}: the warm-up is out, and the two busy\n"
+             "rounds, three times slower for both techniques, give ordinary ratios.").format(expected=expected)
 
 
 def quantize_numpy(x):
@@ -132,37 +136,40 @@ def _check_exercise_2_case(compiled, x, dy, other: str) -> None:
     try:
         y, grad = compiled(x, dy)
     except Exception as exc:  # report, never crash
-        raise NotYet(f"{other}XLA cannot compile it:\n{short_reason(exc)}.\n"
-                     "Write the forward pass with TensorFlow ops.") from exc
+        raise NotYet(_("{other}XLA cannot compile it:\n{reason}.\n"
+                       "Write the forward pass with TensorFlow ops.").format(other=other, reason=short_reason(exc))) from exc
     xs = x.numpy()
     expected = np.round(xs * 4) / 4
-    fixed = ("\nThe first points passed: does quantize compute from the x (and the dy) it receives, or "
-             "return\nnumbers fixed in advance?")
+    fixed = _("\nThe first points passed: does quantize compute from the x (and the dy) it receives, or "
+              "return\nnumbers fixed in advance?")
     if y is None or y.shape != x.shape:
-        raise NotYet(f"{other}quantize(x) should have the shape of x, {tuple(x.shape)}; it has "
-                     f"{None if y is None else tuple(y.shape)}.")
+        raise NotYet(_("{other}quantize(x) should have the shape of x, {shape}; it has {got}.").format(
+            other=other, shape=tuple(x.shape), got=None if y is None else tuple(y.shape)))
     wrong = np.flatnonzero(y.numpy() != expected)
     if wrong.size:
         i = wrong[0]
-        half = " (4x is a half: np.round rounds it to even)" if (xs[i] * 4) % 1 == 0.5 else ""
-        raise NotYet(f"{other}it compiles, but the values differ from np.round(4x)/4 at {wrong.size} of "
-                     f"{x.shape[0]} points:\nat x = {xs[i]:g}{half} you return {y.numpy()[i]:g}, expected "
-                     f"{expected[i]:g}.{fixed if other else ''}")
+        half = _(" (4x is a half: np.round rounds it to even)") if (xs[i] * 4) % 1 == 0.5 else ""
+        raise NotYet(_("{other}it compiles, but the values differ from np.round(4x)/4 at {wrong} of "
+                       "{total} points:\nat x = {x:g}{half} you return {got:g}, expected {want:g}.").format(
+                           other=other, wrong=wrong.size, total=x.shape[0], x=xs[i], half=half, got=y.numpy()[i],
+                           want=expected[i]) + (fixed if other else ""))
     if grad is None:
-        raise NotYet(f"{other}the values are right, but no gradient reaches x (expected dL/dx = dL/dy):\n"
-                     "tf.round alone has no gradient. Pass the gradient straight through.")
+        raise NotYet(_("{other}the values are right, but no gradient reaches x (expected dL/dx = dL/dy):\n"
+                       "tf.round alone has no gradient. Pass the gradient straight through.").format(other=other))
     got, want = grad.numpy(), dy.numpy()
     if got.shape != want.shape or not np.array_equal(got, want):
         if got.shape != want.shape:
-            raise NotYet(f"{other}x has shape {tuple(x.shape)}, but it receives a gradient of shape {got.shape}.")
+            raise NotYet(_("{other}x has shape {shape}, but it receives a gradient of shape {got}.").format(
+                other=other, shape=tuple(x.shape), got=got.shape))
         if np.allclose(got, 1.0):
-            hint = " Your gradient is 1 everywhere: does it pass dy on, or ignore it?"
+            hint = _(" Your gradient is 1 everywhere: does it pass dy on, or ignore it?")
         elif np.allclose(got, 0.0):
-            hint = " The gradient is zero: tf.round's own. Pass the gradient straight through."
+            hint = _(" The gradient is zero: tf.round's own. Pass the gradient straight through.")
         else:
             hint = fixed if other else ""
-        raise NotYet(f"{other}the values are right, but the gradient is not passed straight through: for "
-                     f"upstream\ndy = {want[:4]}... x receives {got[:4]}... (expected dL/dx = dL/dy).{hint}")
+        raise NotYet(_("{other}the values are right, but the gradient is not passed straight through: for "
+                       "upstream\ndy = {dy}... x receives {got}... (expected dL/dx = dL/dy).").format(
+                           other=other, dy=want[:4], got=got[:4]) + hint)
 
 
 def _held_out_points(seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -195,14 +202,14 @@ def check_exercise_2(quantize, *, seed: int | None = None) -> str:
     if seed is not None:
         points, upstream = _held_out_points(seed)
         _check_exercise_2_case(compiled, tf.constant(points), tf.constant(upstream), "")
-        return ("It compiles with XLA, rounds to quarters bitwise, and passes the gradient straight\n"
-                "through. No Python in the step any more, so XLA can fuse it with its neighbours.")
+        return _("It compiles with XLA, rounds to quarters bitwise, and passes the gradient straight\n"
+                 "through. No Python in the step any more, so XLA can fuse it with its neighbours.")
     x = tf.constant(np.concatenate([np.linspace(-2.0, 2.0, 37, dtype=np.float32) + np.float32(0.01), _HALVES]))
     _check_exercise_2_case(compiled, x, tf.constant(np.arange(1, x.shape[0] + 1, dtype=np.float32)), "")
     rng = np.random.default_rng(4)                                         # copied numbers fail here
     points = rng.permutation(np.concatenate([rng.uniform(-2.5, 2.5, 37).astype(np.float32), _OTHER_HALVES]))
     _check_exercise_2_case(compiled, tf.constant(points),
                            tf.constant(np.round(rng.uniform(-3.0, 3.0, points.size), 1).astype(np.float32)),
-                           "on other points, ")
-    return ("It compiles with XLA, rounds to quarters bitwise, and passes the gradient straight\n"
-            "through. No Python in the step any more, so XLA can fuse it with its neighbours.")
+                           _("on other points, "))
+    return _("It compiles with XLA, rounds to quarters bitwise, and passes the gradient straight\n"
+             "through. No Python in the step any more, so XLA can fuse it with its neighbours.")

@@ -5,6 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from exercises._harness import NotYet, first_hint, running, self_check, shown
+from exercises._i18n import _
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
@@ -71,28 +72,33 @@ def check_exercise_1(accumulated_gradients, *, seed: int | None = None) -> str:
         with running("accumulated_gradients(loss_fn, variables, micro_batches)"):
             got = accumulated_gradients(loss_fn, variables, micro_batches)
             got = [None if g is None else tf.convert_to_tensor(g).numpy() for g in got]
-        where = f"with {steps} micro-batches of {size} examples"
+        where = _("with {steps} micro-batches of {size} examples").format(steps=steps, size=size)
         if len(got) != len(variables):
-            raise NotYet(f"{where}, you return {len(got)} gradients for {len(variables)} variables.")
+            raise NotYet(_("{where}, you return {got} gradients for {variables} variables.").format(
+                where=where, got=len(got), variables=len(variables)))
         if any(g is None for g in got):
-            raise NotYet(f"{where}, a gradient is None: did the tape record the loss it differentiates?")
+            raise NotYet(_("{where}, a gradient is None: did the tape record the loss it differentiates?").format(
+                where=where))
         if max(sizes, default=0) > size:
-            raise NotYet(f"{where}, loss_fn was called on {max(sizes)} examples at once: the exercise asks for one "
-                         f"micro-batch\nat a time (at most {size} examples per call), which is what saves memory.")
+            raise NotYet(_("{where}, loss_fn was called on {largest} examples at once: the exercise asks for one "
+                           "micro-batch\nat a time (at most {size} examples per call), which is what saves "
+                           "memory.").format(where=where, largest=max(sizes), size=size))
         if _close(got, full):
             continue
         hint = first_hint(
             (_close(got, [g / steps for g in last]),
-             f"that is the last micro-batch's gradient divided by {steps}: each fresh tape saw only its own step.\n"
-             "What can you add up across the steps instead of the losses?"),
+             _("that is the last micro-batch's gradient divided by {steps}: each fresh tape saw only its own step.\n"
+               "What can you add up across the steps instead of the losses?").format(steps=steps)),
             (_close(got, last),
-             "that is the last micro-batch's gradient alone: each fresh tape saw only its own step.\n"
-             "What can you add up across the steps instead of the losses?"),
+             _("that is the last micro-batch's gradient alone: each fresh tape saw only its own step.\n"
+               "What can you add up across the steps instead of the losses?")),
             (_close(got, [g * steps for g in full]),
-             f"that is {steps} times the full batch's gradient: the full batch's loss is the mean, not the sum."),
-            otherwise="expected the gradient of the mean loss over all the micro-batches.")
-        raise NotYet(f"{where}, the bias gets {float(got[1]):.6g} where the full batch gives {full[1]:.6g};\n{hint}")
-    return ("the accumulated gradient equals the full batch's, for both problems, one micro-batch per call.")
+             _("that is {steps} times the full batch's gradient: the full batch's loss is the mean, not the "
+               "sum.").format(steps=steps)),
+            otherwise=_("expected the gradient of the mean loss over all the micro-batches."))
+        raise NotYet(_("{where}, the bias gets {got:.6g} where the full batch gives {full:.6g};").format(
+            where=where, got=float(got[1]), full=full[1]) + f"\n{hint}")
+    return _("the accumulated gradient equals the full batch's, for both problems, one micro-batch per call.")
 
 
 #: (seed, examples, features, clip): two problems with different bounds, for the same reason.
@@ -136,22 +142,23 @@ def check_exercise_2(clipped_mean_gradient, *, seed: int | None = None) -> str:
         with running(f"clipped_mean_gradient(losses_fn, w, {clip})"):
             got = clipped_mean_gradient(losses_fn, w, clip)
             got = None if got is None else tf.convert_to_tensor(got).numpy()
-        where = f"with {examples} examples and clip = {clip}"
+        where = _("with {examples} examples and clip = {clip}").format(examples=examples, clip=clip)
         if got is None or got.shape != want["right"].shape:
-            raise NotYet(f"{where}, return one gradient of w's shape {list(want['right'].shape)} "
-                         f"(got {None if got is None else list(got.shape)}).")
+            raise NotYet(_("{where}, return one gradient of w's shape {shape} (got {got}).").format(
+                where=where, shape=list(want["right"].shape), got=None if got is None else list(got.shape)))
         if np.allclose(got, want["right"], rtol=1e-9, atol=1e-12):
             continue
-        said = f"{where}, you return {shown(got)};"
+        said = _("{where}, you return {got};").format(where=where, got=shown(got))
         hint = first_hint(
             (np.allclose(got, want["average clipped"]),
-             "that is the average gradient, clipped. DP-SGD clips each example's gradient before averaging:\n"
-             "which tape method gives you one gradient per example?"),
-            (np.allclose(got, want["not clipped"]), "that is the plain average: no gradient was clipped."),
-            (np.allclose(got, want["summed"]), f"that is the sum of the {examples} clipped gradients: average them."),
+             _("that is the average gradient, clipped. DP-SGD clips each example's gradient before averaging:\n"
+               "which tape method gives you one gradient per example?")),
+            (np.allclose(got, want["not clipped"]), _("that is the plain average: no gradient was clipped.")),
+            (np.allclose(got, want["summed"]),
+             _("that is the sum of the {examples} clipped gradients: average them.").format(examples=examples)),
             (np.allclose(got, want["clipped by value"]),
-             "each entry was clipped (tf.clip_by_value): clip each example's gradient by its norm."),
-            otherwise=f"expected {shown(want['right'])}.")
+             _("each entry was clipped (tf.clip_by_value): clip each example's gradient by its norm.")),
+            otherwise=_("expected {expected}.").format(expected=shown(want["right"])))
         raise NotYet(f"{said}\n{hint}")
-    return (f"each example's gradient clipped to its bound, then averaged (before clipping, the norms went "
-            f"up to {norms.max():.1f} in the last problem).")
+    return _("each example's gradient clipped to its bound, then averaged (before clipping, the norms went "
+             "up to {largest:.1f} in the last problem).").format(largest=norms.max())

@@ -6,6 +6,7 @@ import tensorflow as tf
 from tensorflow.python.framework.function_def_to_graph import function_def_to_graph
 
 from exercises._harness import NotYet, first_line, running, self_check
+from exercises._i18n import _
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
@@ -96,13 +97,15 @@ def _clamp_hint(fn, symptom: str) -> str:
     above = [c for c in clamps if np.float32(c) > TINY]
     if above and symptom in ("value", "passed"):
         c = max(above)
-        return (f"\nYour clamp {c:g} changes log x below it: at x = {TINY:.6g} (the smallest normal float32)\n"
-                f"log(max(x, c)) is {np.log(np.float32(c)):.6g}, where log x is {np.log(TINY):.6g}. Keep log(x) "
-                "exact, and give the\nunselected branch a safe input with a second tf.where.")
+        return _("\nYour clamp {c:g} changes log x below it: at x = {tiny:.6g} (the smallest normal float32)\n"
+                 "log(max(x, c)) is {clamped:.6g}, where log x is {log:.6g}. Keep log(x) "
+                 "exact, and give the\nunselected branch a safe input with a second tf.where.").format(
+                     c=c, tiny=TINY, clamped=np.log(np.float32(c)), log=np.log(TINY))
     flushed = [c for c in clamps if np.float32(c) < TINY]
     if flushed and symptom == "gradient":
-        return (f"\nYour clamp {flushed[0]:g} is below the smallest normal float32 ({TINY:.3g}): TensorFlow on CPU "
-                "flushes\nsuch a subnormal to zero, so max(x, c) is max(x, 0), and log's gradient at 0 is infinite.")
+        return _("\nYour clamp {c:g} is below the smallest normal float32 ({tiny:.3g}): TensorFlow on CPU "
+                 "flushes\nsuch a subnormal to zero, so max(x, c) is max(x, 0), and log's gradient at 0 is "
+                 "infinite.").format(c=flushed[0], tiny=TINY)
     return ""
 
 
@@ -125,45 +128,49 @@ def check_exercise_1(safe_log, *, seed: int | None = None) -> str:
         value = np.where(positive, np.log(np.where(positive, points, 1.0)), 0.0)
         local = np.where(positive, 1.0 / np.where(positive, points, 1.0), 0.0)
         gradient = upstream * local
-        for mode, jit in (("eagerly", False), ("under jit_compile=True", True)):
-            mode = f"{mode}{' (other points)' if case else ''}"
-            with running(f"{mode}, your function", last=True):
+        for mode, jit in ((_("eagerly"), False), (_("under jit_compile=True"), True)):
+            mode = f"{mode}{_(' (other points)') if case else ''}"
+            with running(_("{mode}, your function").format(mode=mode), last=True):
                 y, g = _value_and_gradient(safe_log, x, upstream, jit)
             y = y.numpy()
             if y.shape != value.shape or not np.allclose(y, value, rtol=1e-6, atol=1e-7):
                 if y.shape != value.shape:
-                    raise NotYet(f"{mode}, safe_log(x) has shape {y.shape}; x has shape {value.shape}.")
+                    raise NotYet(_("{mode}, safe_log(x) has shape {got}; x has shape {shape}.").format(
+                        mode=mode, got=y.shape, shape=value.shape))
                 i = _first_difference(points, y, value)
                 hint = ""
                 if positive[i] and y[i] > value[i]:  # log x raised: an epsilon or a clamp, at any point
-                    hint = _clamp_hint(safe_log, "value") or (
+                    hint = _clamp_hint(safe_log, "value") or _(
                         "\nAn epsilon or a clamp changes log(x), most near 0. Keep log(x) exact: give the "
                         "unselected branch\na safe input with a second tf.where (or write a custom gradient).")
                 elif not positive[i]:
-                    hint = "\nWhere x <= 0 the value is 0."
+                    hint = _("\nWhere x <= 0 the value is 0.")
                 got, want = _apart(y[i], value[i])
-                raise NotYet(f"{mode}, at x = {points[i]:g} safe_log returns {got}; expected "
-                             f"{'log(x) = ' if positive[i] else ''}{want}.{hint}")
+                raise NotYet((_("{mode}, at x = {x:g} safe_log returns {got}; expected log(x) = {want}.") if positive[i]
+                              else _("{mode}, at x = {x:g} safe_log returns {got}; expected {want}.")).format(
+                                  mode=mode, x=points[i], got=got, want=want) + hint)
             if g is None:
-                raise NotYet(f"{mode}, no gradient reaches x (tape.gradient returned None). "
-                             "Is the path to x cut by tf.stop_gradient?")
+                raise NotYet(_("{mode}, no gradient reaches x (tape.gradient returned None). "
+                               "Is the path to x cut by tf.stop_gradient?").format(mode=mode))
             g = g.numpy()
             if not np.isfinite(g).all():
                 bad = ", ".join(f"{p:g}" for p in points[~np.isfinite(g)])
-                raise NotYet(f"{mode}, the gradient is NaN or infinite at x = {bad}." + (
-                    _clamp_hint(safe_log, "gradient") or " The unselected branch still "
-                    "sees x <= 0:\nwhat does the double where of section 2 give it instead?"))
+                raise NotYet(_("{mode}, the gradient is NaN or infinite at x = {bad}.").format(mode=mode, bad=bad) + (
+                    _clamp_hint(safe_log, "gradient") or _(" The unselected branch still "
+                                                           "sees x <= 0:\nwhat does the double where of section 2 "
+                                                           "give it instead?")))
             if not np.allclose(g, gradient, rtol=1e-6, atol=1e-7):
                 i = _first_difference(points, g, gradient)
-                said = (f"{mode}, with the upstream gradient dy = {upstream[i]:g} at x = {points[i]:g}, x receives "
-                        f"{g[i]:.6g};\nexpected {gradient[i]:.6g} (dy / x for x > 0, 0 elsewhere).")
+                said = _("{mode}, with the upstream gradient dy = {dy:g} at x = {x:g}, x receives "
+                         "{got:.6g};\nexpected {want:.6g} (dy / x for x > 0, 0 elsewhere).").format(
+                             mode=mode, dy=upstream[i], x=points[i], got=g[i], want=gradient[i])
                 if np.allclose(g, local, rtol=1e-6, atol=1e-7):
-                    raise NotYet(f"{said} The gradient is still 1/x: does your grad multiply by dy?")
+                    raise NotYet(said + _(" The gradient is still 1/x: does your grad multiply by dy?"))
                 raise NotYet(said)
     hint = _clamp_hint(safe_log, "passed")
     if hint:
-        raise NotYet(f"the numbers are right here, but your function clamps x.{hint}")
-    return ("log(x) where x > 0, 0 elsewhere, and a finite gradient (1/x or 0) eagerly and under XLA.")
+        raise NotYet(_("the numbers are right here, but your function clamps x.") + hint)
+    return _("log(x) where x > 0, 0 elsewhere, and a finite gradient (1/x or 0) eagerly and under XLA.")
 
 
 #: The embedding table's shape: 8 rows, more than the 6 looked up, so a table-sized tensor shows.
@@ -224,9 +231,10 @@ def _in_a_graph(one_row_per_id, example) -> tuple[list, tuple]:
             tf.config.run_functions_eagerly(eagerly)
         values, merged = concrete()
     except Exception as error:
-        raise NotYet("the result is right, but your function cannot run in a graph (a tf.function, Keras' "
-                     f"fit),\nwhere gradients are transformed: {first_line(error, limit=70)}\n"
-                     "Does it call .numpy() or NumPy? Merge the rows with TensorFlow ops.") from error
+        raise NotYet(_("the result is right, but your function cannot run in a graph (a tf.function, Keras' "
+                       "fit),\nwhere gradients are transformed: {error}\n"
+                       "Does it call .numpy() or NumPy? Merge the rows with TensorFlow ops.").format(
+                           error=first_line(error, limit=70))) from error
     return [(t.op.type, tuple(v.shape)) for t, v in zip(traced, values)] + _nested_shapes(concrete.graph), merged
 
 
@@ -262,53 +270,60 @@ def check_exercise_2(one_row_per_id, *, seed: int | None = None) -> str:
     for number, example in enumerate((lambda: _example_slices(seed), _large_slices)):
         slices = example()
         rows, (height, width) = int(slices.indices.shape[0]), LARGE_TABLE
-        other = "" if number == 0 else f"for {rows} rows of a {height} x {width} table, "
-        with running(f"{other}your function" if other else "your function"):
+        other = "" if number == 0 else _("for {rows} rows of a {height} x {width} table, ").format(
+            rows=rows, height=height, width=width)
+        with running(_("{other}your function").format(other=other) if other else _("your function")):
             result = one_row_per_id(slices)
             dense = tf.convert_to_tensor(result).numpy() if isinstance(result, tf.IndexedSlices) else None
         if not isinstance(result, tf.IndexedSlices):
-            raise NotYet(f"{other}return a tf.IndexedSlices (got {type(result).__name__}); a dense tensor would "
-                         "work but costs\nthe whole table's memory.")
+            raise NotYet(_("{other}return a tf.IndexedSlices (got {type}); a dense tensor would "
+                           "work but costs\nthe whole table's memory.").format(other=other, type=type(result).__name__))
         want = tf.convert_to_tensor(slices).numpy()
         if dense.shape != want.shape:
-            raise NotYet(f"{other}the result's dense shape is {list(dense.shape)}; the table's is {list(want.shape)}: "
-                         "keep slices.dense_shape.")
+            raise NotYet(_("{other}the result's dense shape is {got}; the table's is {shape}: "
+                           "keep slices.dense_shape.").format(other=other, got=list(dense.shape), shape=list(want.shape)))
         if not np.allclose(dense, want):
             row = int(np.flatnonzero(~np.isclose(dense, want).all(axis=1))[0])
             count = int(np.sum(slices.indices.numpy() == row))
-            hint = (f"the {count} rows looked up for id {row} add up to {want[row]}: sum the repeated "
-                    "rows, do not drop them." if count > 1 else "keep each id's row as it is.")
-            raise NotYet(f"{other}the result's dense value differs from the input's: for id {row} it holds "
-                         f"{dense[row]};\n{hint}")
+            hint = (_("the {count} rows looked up for id {row} add up to {sum}: sum the repeated "
+                      "rows, do not drop them.").format(count=count, row=row, sum=want[row]) if count > 1
+                    else _("keep each id's row as it is."))
+            raise NotYet(_("{other}the result's dense value differs from the input's: for id {row} it holds "
+                           "{got};").format(other=other, row=row, got=dense[row]) + f"\n{hint}")
         indices = result.indices.numpy()
         if len(set(indices.tolist())) != len(indices):
-            raise NotYet(f"{other}the indices still repeat ({indices.tolist()}): one row per id.")
+            raise NotYet(_("{other}the indices still repeat ({indices}): one row per id.").format(
+                other=other, indices=indices.tolist()))
         looked_up = sorted(set(slices.indices.numpy().tolist()))
         if sorted(indices.tolist()) != looked_up:
-            raise NotYet(f"{other}you return rows for ids {_ids(indices)}: return rows only for the ids "
-                         f"looked up ({looked_up});\nrows for every id cost the table's memory. tf.unique gives "
-                         "the ids, tf.math.unsorted_segment_sum\nadds their rows.")
+            raise NotYet(_("{other}you return rows for ids {ids}: return rows only for the ids "
+                           "looked up ({looked_up});\nrows for every id cost the table's memory. tf.unique gives "
+                           "the ids, tf.math.unsorted_segment_sum\nadds their rows.").format(
+                               other=other, ids=_ids(indices), looked_up=looked_up))
         if number == 0:
             first = (sorted(indices.tolist()), float(np.linalg.norm(result.values.numpy())), float(np.linalg.norm(dense)))
     largest = max(looked_up)
-    shapes, _ = _in_a_graph(one_row_per_id, _large_slices)
+    shapes, _merged = _in_a_graph(one_row_per_id, _large_slices)
     large = [(op_type, shape) for op_type, shape in shapes if len(shape) >= 1 and shape[0] > largest]
     if large:
         # The dense table itself if it is built, else the tallest (then largest) tensor, as it is.
         table = [found for found in large if tuple(found[1]) == LARGE_TABLE]
         op_type, shape = table[0] if table else max(large, key=lambda found: (found[1][0], int(np.prod(found[1]))))
-        size = ("the size of the whole table" if tuple(shape) == LARGE_TABLE else
-                f"with a row for every id of the table ({shape[0]} rows)" if shape[0] >= LARGE_TABLE[0] else
-                f"with a row for every id up to the largest one looked up ({largest})")
-        raise NotYet(f"the result is right, but for {int(slices.indices.shape[0])} rows of a {LARGE_TABLE[0]} x "
-                     f"{LARGE_TABLE[1]} table your function builds a tensor\n{size}, {list(shape)} ({op_type}):\n"
-                     "memory in proportion to the table, which IndexedSlices avoid. Merge the looked-up rows\n"
-                     "themselves, one segment per id looked up.")
+        size = (_("the size of the whole table") if tuple(shape) == LARGE_TABLE else
+                _("with a row for every id of the table ({rows} rows)").format(rows=shape[0])
+                if shape[0] >= LARGE_TABLE[0] else
+                _("with a row for every id up to the largest one looked up ({largest})").format(largest=largest))
+        raise NotYet(_("the result is right, but for {rows} rows of a {height} x {width} table your function builds "
+                       "a tensor\n{size}, {shape} ({op_type}):\nmemory in proportion to the table, which IndexedSlices "
+                       "avoid. Merge the looked-up rows\nthemselves, one segment per id looked up.").format(
+                           rows=int(slices.indices.shape[0]), height=LARGE_TABLE[0], width=LARGE_TABLE[1], size=size,
+                           shape=list(shape), op_type=op_type))
     ids, norm, table_norm = first
-    return (f"ids {ids}, once each; the rows' norm {norm:.4f} is the table "
-            f"gradient's norm {table_norm:.4f}, so clipnorm now clips what you meant.")
+    return _("ids {ids}, once each; the rows' norm {norm:.4f} is the table "
+             "gradient's norm {table_norm:.4f}, so clipnorm now clips what you meant.").format(
+                 ids=ids, norm=norm, table_norm=table_norm)
 
 
 def _ids(indices) -> str:
     ids = sorted(indices.tolist())
-    return str(ids) if len(ids) <= 10 else f"{ids[:8]}... ({len(ids)} ids)"
+    return str(ids) if len(ids) <= 10 else _("{first}... ({count} ids)").format(first=ids[:8], count=len(ids))

@@ -5,6 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from exercises._harness import NotYet, custom_gradient_ops, running, self_check
+from exercises._i18n import _
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
@@ -46,41 +47,44 @@ def _check_exercise_1_case(binarize, x, dy, other: str, first_passed: bool = Fal
     expected_y = np.sign(x.numpy())
     mask = (np.abs(x.numpy()) <= 1.0).astype(np.float32)
     expected_grad = dy.numpy() * mask + 0.0                                # no -0.0 shown
-    for mode, compiled in (("eagerly", False), ("inside tf.function", True)):
+    for mode, compiled in ((_("eagerly"), False), (_("inside tf.function"), True)):
         try:
-            with running(f"{other}{mode}, binarize"):
+            with running(_("{other}{mode}, binarize").format(other=other, mode=mode)):
                 y, grad = _run(binarize, compiled, x, dy)
         except NotYet as not_yet:
             if "keyword" not in str(not_yet.__cause__).lower():
                 raise
-            raise NotYet(f"{not_yet}\nCalling a tf.custom_gradient function with a keyword argument raises "
-                         "inside tf.function: pass tensors positionally.") from None
+            raise NotYet(f"{not_yet}\n" + _("Calling a tf.custom_gradient function with a keyword argument raises "
+                                            "inside tf.function: pass tensors positionally.")) from None
         got_y = None if y is None else np.asarray(y)
         if got_y is None or got_y.shape != expected_y.shape or not np.array_equal(got_y, expected_y):
             fixed = got_y is not None and got_y.shape == _X.shape and np.array_equal(got_y, np.sign(_X.numpy()))
-            raise NotYet(f"{other}{mode}, at x = {x.numpy()}\nthe value should be sign(x) = {expected_y}; got {got_y}." + (
-                "\nThat is sign of the first points, [-2, -0.5, 0, 0.25, 1, 1.5], whatever x is: does binarize "
-                "compute from\nthe x it receives?" if fixed and other else ""))
+            raise NotYet(_("{other}{mode}, at x = {x}\nthe value should be sign(x) = {expected}; got {got}.").format(
+                other=other, mode=mode, x=x.numpy(), expected=expected_y, got=got_y) + (
+                _("\nThat is sign of the first points, [-2, -0.5, 0, 0.25, 1, 1.5], whatever x is: does binarize "
+                  "compute from\nthe x it receives?") if fixed and other else ""))
         if grad is None:
-            raise NotYet(f"{other}{mode}, no gradient reaches x (tape.gradient returned None).")
+            raise NotYet(_("{other}{mode}, no gradient reaches x (tape.gradient returned None).").format(
+                other=other, mode=mode))
         grad = np.asarray(grad) + 0.0                                       # no -0.0 shown
         if grad.shape != expected_grad.shape:
-            raise NotYet(f"{other}{mode}, x has shape {tuple(x.shape)}, but it receives a gradient of shape "
-                         f"{grad.shape}.")
-        said = (f"{other}{mode}, with the upstream gradient dy = {dy.numpy()},\nx receives {grad}; "
-                f"expected dy where |x| <= 1, {expected_grad}.")
+            raise NotYet(_("{other}{mode}, x has shape {shape}, but it receives a gradient of shape {got}.").format(
+                other=other, mode=mode, shape=tuple(x.shape), got=grad.shape))
+        said = _("{other}{mode}, with the upstream gradient dy = {dy},\nx receives {got}; "
+                 "expected dy where |x| <= 1, {expected}.").format(other=other, mode=mode, dy=dy.numpy(), got=grad,
+                                                                  expected=expected_grad)
         if np.allclose(grad, 0.0):
-            raise NotYet(f"{said}\nZero everywhere is tf.sign's own gradient: the custom gradient is not used.\n"
-                         "How is hard_sign called? (notebook 01, section 5)")
+            raise NotYet(f"{said}\n" + _("Zero everywhere is tf.sign's own gradient: the custom gradient is not "
+                                         "used.\nHow is hard_sign called? (notebook 01, section 5)"))
         if np.allclose(grad, mask):
-            raise NotYet(f"{said}\nThat is the mask |x| <= 1 alone: does grad multiply by dy?")
+            raise NotYet(f"{said}\n" + _("That is the mask |x| <= 1 alone: does grad multiply by dy?"))
         if np.allclose(grad, dy.numpy() * (np.abs(x.numpy()) < 1.0)):
-            raise NotYet(f"{said}\nAt |x| = 1 dy passes too: the condition is |x| <= 1.")
+            raise NotYet(f"{said}\n" + _("At |x| = 1 dy passes too: the condition is |x| <= 1."))
         if not np.allclose(grad, expected_grad) and first_passed:
-            raise NotYet(f"{said}\nThe first points passed: does grad compute from the dy and t it receives, or "
-                         "return\nnumbers fixed in advance?")
+            raise NotYet(f"{said}\n" + _("The first points passed: does grad compute from the dy and t it receives, "
+                                         "or return\nnumbers fixed in advance?"))
         if not np.allclose(grad, expected_grad):
-            raise NotYet(f"{said}\nDoes grad multiply by dy, and pass it where |x| <= 1 (and only there)?")
+            raise NotYet(f"{said}\n" + _("Does grad multiply by dy, and pass it where |x| <= 1 (and only there)?"))
     return expected_grad
 
 
@@ -96,19 +100,19 @@ def check_exercise_1(binarize, *, seed: int | None = None) -> str:
     refuses an answer that returns the first case's numbers. With ``seed`` (the instructor edition's
     held-out cases) it tries points and upstream gradients drawn from it instead (as "other points").
     """
-    cases = ((_X, _DY, ""), (*_other_points(), "on other points, ")) if seed is None else (
-        (*_held_out_points(seed), "on other points, "),)
+    cases = ((_X, _DY, ""), (*_other_points(), _("on other points, "))) if seed is None else (
+        (*_held_out_points(seed), _("on other points, ")),)
     for x, dy, other in cases:
         expected_grad = _check_exercise_1_case(binarize, x, dy, other, first_passed=x is not cases[0][0])
         if x is cases[0][0]:
             shown = expected_grad
-    with running("traced in a tf.function, binarize"):
+    with running(_("traced in a tf.function, binarize")):
         rules = custom_gradient_ops(binarize, _X)
     if not rules:
-        raise NotYet("the numbers are right, but your binarize builds no tf.custom_gradient: its gradient comes "
-                     "from\nother ops (a stop_gradient trick?). The exercise is to fix the two pitfalls of "
-                     "hard_sign's\ntf.custom_gradient: keep it.")
-    return (f"sign(x) forward, and dy passes where |x| <= 1 ({shown}), eagerly and in tf.function.")
+        raise NotYet(_("the numbers are right, but your binarize builds no tf.custom_gradient: its gradient comes "
+                       "from\nother ops (a stop_gradient trick?). The exercise is to fix the two pitfalls of "
+                       "hard_sign's\ntf.custom_gradient: keep it."))
+    return _("sign(x) forward, and dy passes where |x| <= 1 ({shown}), eagerly and in tf.function.").format(shown=shown)
 
 
 def _check_exercise_2_case(make_step, initial: float, at: float, new: float, other: str) -> None:
@@ -117,39 +121,44 @@ def _check_exercise_2_case(make_step, initial: float, at: float, new: float, oth
     with running(f"{other}make_step({initial!r})"):
         made = make_step(initial)
     if not isinstance(made, (tuple, list)) or len(made) != 2:
-        raise NotYet(f"{other}make_step({initial!r}) should return the pair (step, set_factor); it returned "
-                     f"{type(made).__name__} {made!r:.60}.")
+        raise NotYet(_("{other}make_step({initial!r}) should return the pair (step, set_factor); it returned "
+                       "{type} {made!r:.60}.").format(other=other, initial=initial, type=type(made).__name__, made=made))
     step, set_factor = made
     if not callable(getattr(step, "experimental_get_tracing_count", None)):
-        raise NotYet("step is not a tf.function any more: run eagerly, it reads the Python number at "
-                     "every call,\nbut the exercise is about a compiled step. Keep @tf.function on step, and "
-                     "make the factor\nsomething it reads at each call (§3.1).")
+        raise NotYet(_("step is not a tf.function any more: run eagerly, it reads the Python number at "
+                       "every call,\nbut the exercise is about a compiled step. Keep @tf.function on step, and "
+                       "make the factor\nsomething it reads at each call (§3.1)."))
     x = tf.constant(at)
-    with running(f"{other}step(tf.constant({at!r})) with factor {initial:g}"):
+    with running(_("{other}step(tf.constant({at!r})) with factor {initial:g}").format(other=other, at=at, initial=initial)):
         before = step(x)
     if before is None:
-        raise NotYet(f"{other}step(tf.constant({at!r})) returned None: return tape.gradient(y, t).")
-    with running(f"{other}set_factor({new!r}), then step(tf.constant({at!r}))"):
+        raise NotYet(_("{other}step(tf.constant({at!r})) returned None: return tape.gradient(y, t).").format(
+            other=other, at=at))
+    with running(_("{other}set_factor({new!r}), then step(tf.constant({at!r}))").format(other=other, new=new, at=at)):
         before = float(before)
         set_factor(new)
         after = step(x)
         after = None if after is None else float(after)
     if before != initial:
-        raise NotYet(f"{other}with factor {initial:g} the gradient of scale_gradient(t, {initial:g}) at t = {at:g} "
-                     f"should be {initial!r}; got {before}." + (
-                         f"\nThat is the first case's factor, make_step({_PUBLIC[0]!r}): is {before:g} written into your "
-                         "code? make_step\nmust start from the factor it is given." if other and before == _PUBLIC[0] else ""))
+        raise NotYet(_("{other}with factor {initial:g} the gradient of scale_gradient(t, {initial:g}) at t = {at:g} "
+                       "should be {initial!r}; got {got}.").format(other=other, initial=initial, at=at, got=before) + (
+                         _("\nThat is the first case's factor, make_step({public!r}): is {got:g} written into your "
+                           "code? make_step\nmust start from the factor it is given.").format(public=_PUBLIC[0], got=before)
+                         if other and before == _PUBLIC[0] else ""))
     if after == initial:
-        raise NotYet(f"{other}after set_factor({new!r}) the gradient is still {initial!r}: the tf.function read the "
-                     "Python number\nonce, while tracing. What does a tf.function read anew at every call? (§3.1)")
+        raise NotYet(_("{other}after set_factor({new!r}) the gradient is still {initial!r}: the tf.function read the "
+                       "Python number\nonce, while tracing. What does a tf.function read anew at every call? "
+                       "(§3.1)").format(other=other, new=new, initial=initial))
     if after != new:
-        raise NotYet(f"{other}after set_factor({new!r}) the gradient should be {new!r}; got {after}." + (
-            f"\nThat is the first case's new factor, set_factor({_PUBLIC[2]!r}): is {after:g} written into your "
-            "code?\nset_factor must use the value it is given." if other and after == _PUBLIC[2] else ""))
+        raise NotYet(_("{other}after set_factor({new!r}) the gradient should be {new!r}; got {got}.").format(
+            other=other, new=new, got=after) + (
+            _("\nThat is the first case's new factor, set_factor({public!r}): is {got:g} written into your "
+              "code?\nset_factor must use the value it is given.").format(public=_PUBLIC[2], got=after)
+            if other and after == _PUBLIC[2] else ""))
     traces = step.experimental_get_tracing_count()
     if traces > 1:
-        raise NotYet(f"{other}the gradient follows the factor, but step was traced {traces} times: "
-                     "a variable avoids retracing.")
+        raise NotYet(_("{other}the gradient follows the factor, but step was traced {traces} times: "
+                       "a variable avoids retracing.").format(other=other, traces=traces))
 
 
 #: Exercise 2's first case: make_step(5.0), step at t = 2.0, then set_factor(0.5).
@@ -178,8 +187,9 @@ def check_exercise_2(make_step, *, seed: int | None = None) -> str:
     """
     if seed is not None:
         initial, at, new = _held_out_factors(seed)
-        _check_exercise_2_case(make_step, initial, at, new, "with other numbers, ")
-        return f"The factor is read in each forward pass: {initial:g}, then {new:g}, with one trace."
+        _check_exercise_2_case(make_step, initial, at, new, _("with other numbers, "))
+        return _("The factor is read in each forward pass: {initial:g}, then {new:g}, with one trace.").format(
+            initial=initial, new=new)
     _check_exercise_2_case(make_step, *_PUBLIC, "")
-    _check_exercise_2_case(make_step, 1.5, -3.0, -0.25, "with other numbers, ")
-    return ("The factor is read in each forward pass: 5.0, then 0.5, with one trace.")
+    _check_exercise_2_case(make_step, 1.5, -3.0, -0.25, _("with other numbers, "))
+    return _("The factor is read in each forward pass: 5.0, then 0.5, with one trace.")

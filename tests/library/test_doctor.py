@@ -491,3 +491,22 @@ def test_every_status_is_one_of_the_four():
     seen = {case.status for case in CASES.values()}
     assert seen == set(gradlab.doctor.STATUSES)
 
+
+
+def test_diagnoses_in_two_threads_restore_the_process_setting():
+    """The trace switches tf.config.run_functions_eagerly on for the process; concurrent diagnoses (a lock) leave
+    it as they found it, and each reports its own cause."""
+    import concurrent.futures
+
+    @tf.function
+    def rounded(x):
+        return tf.round(x) * 2.0
+
+    def diagnose(_):
+        return gradlab.explain_gradient(lambda x: rounded(x), tf.constant([0.3, 1.7]))[0].status
+
+    assert not tf.config.functions_run_eagerly()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        statuses = list(pool.map(diagnose, range(8)))
+    assert statuses == ["none"] * 8
+    assert not tf.config.functions_run_eagerly()

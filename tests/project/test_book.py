@@ -10,6 +10,11 @@ byte (the real ``.ipynb``; ``README.md`` for the landing page), every link into 
 (source buttons, Colab and Binder launch buttons, links in the text) names a tracked file, every
 image has alt text of its own, code and outputs wrap on a phone and on a desktop, and inline code
 naming a TensorFlow/Keras API links to its tensorflow.org page.
+
+The Chinese edition (``build/book/zh``, from ``notebooks/zh/`` and ``README.zh-CN.md``) is held to the
+same checks, and to its own: each page with a twin links it both ways, its pages are marked zh-CN and
+read as Chinese, its links stay in the Chinese edition where a twin exists, and its index lists every
+notebook by its Chinese title.
 """
 from __future__ import annotations
 
@@ -32,12 +37,14 @@ from test_browser import chromium, free_port, require_browser
 ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "build" / "book"
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+ZH_NOTEBOOKS = sorted((ROOT / "notebooks" / "zh").glob("*.ipynb"))
 
 
 
 def _load(name: str, path: Path):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)      # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -49,7 +56,16 @@ TF_DOCS = "https://www.tensorflow.org/api_docs/python/"
 # Each page's repository file: what its download button gives and its source button shows.
 SOURCES = {"index": "README.md", "api": "docs/api.md", "execution_modes": "docs/execution_modes.md",
            "instructors": "docs/instructors.md",
-           **{f"notebooks/{p.stem}": f"notebooks/{p.name}" for p in NOTEBOOKS}}
+           **{f"notebooks/{p.stem}": f"notebooks/{p.name}" for p in NOTEBOOKS},
+           "zh/index": "README.zh-CN.md", **{f"zh/notebooks/{p.stem}": f"notebooks/zh/{p.name}" for p in ZH_NOTEBOOKS}}
+# The pages that have a twin in the other edition: the landing page and every translated notebook.
+TWINS = {"index": "zh/index", **{f"notebooks/{p.stem}": f"zh/notebooks/{p.stem}" for p in ZH_NOTEBOOKS}}
+CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+
+
+def chinese_and_english(text: str) -> tuple[int, int]:
+    """How much of a text is Chinese: its CJK characters, and its English words (2 letters or more)."""
+    return len(CJK.findall(text)), len(re.findall(r"[A-Za-z]{2,}", text))
 # Alt text that is a file name or a path (what an HTML writer falls back to without alt text).
 PATH_LIKE = re.compile(r"\S*[/\\]\S*|\S+\.(png|jpe?g|gif|svg|webp)", re.I)
 
@@ -64,10 +80,11 @@ def test_table_of_contents_follows_the_readme_sequence():
     assert listed == [p.stem for p in in_order], "the book lists every notebook once, in order"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", NOTEBOOKS + ZH_NOTEBOOKS, ids=lambda p: str(p.relative_to(ROOT / "notebooks")))
 def test_staged_notebook_hides_what_jupyterlab_hides_and_gives_every_image_alt_text(path):
     stored = json.loads(path.read_text())
-    staged = build_book.stage_notebook(path, {f"notebooks/{p.name}" for p in NOTEBOOKS})
+    edition = build_book.CHINESE if path.parent.name == "zh" else build_book.ENGLISH
+    staged = build_book.stage_notebook(path, set(edition.staged_as()), edition)
     assert len(staged["cells"]) == len(stored["cells"])
     for before, after in zip(stored["cells"], staged["cells"]):
         assert before["cell_type"] == after["cell_type"]
@@ -83,7 +100,11 @@ def test_staged_notebook_hides_what_jupyterlab_hides_and_gives_every_image_alt_t
             # Where MyST-NB reads an image's alt text (it ignores the output's own metadata).
             alt = after["metadata"]["mystnb"]["image"]["alt"]
             assert len(alt) > 10 and alt != "Figure" and not PATH_LIKE.fullmatch(alt), f"weak alt text {alt!r}"
-            assert alt == before["metadata"].get("gradlab", {}).get("alt", alt), "metadata.gradlab.alt wins"
+            if edition is build_book.ENGLISH:
+                assert alt == before["metadata"].get("gradlab", {}).get("alt", alt), "metadata.gradlab.alt wins"
+            else:   # the translated prose's caption, in the edition's language (gradlab.alt is English)
+                cjk, words = chinese_and_english(alt)
+                assert cjk > words, f"alt text not in Chinese: {alt!r}"   # maths spoken as words
 
 
 def test_links_to_files_outside_the_book_point_to_the_repository():
@@ -95,6 +116,31 @@ def test_links_to_files_outside_the_book_point_to_the_repository():
     assert "[nb](notebooks/00_start_here.ipynb)" in out and "(https://example.org)" in out and "(#x)" in out
     with pytest.raises(SystemExit, match="missing file"):
         build_book.rewrite_links("[x](no_such_file.md)", "README.md", staged)
+
+
+def test_links_of_a_chinese_page_stay_in_the_chinese_edition():
+    zh, source = build_book.CHINESE, "notebooks/zh/07_optimizer_level.ipynb"
+    staged = set(zh.staged_as())
+    text = ("[08](08_higher_order_forward_mode.ipynb) [list](../../README.md#the-notebooks) [setup](00_start_here.ipynb#setup)"
+            " [modes](../../docs/execution_modes.md#eager) [chk](../exercises/chain.py)")
+    out = build_book.rewrite_links(text, source, staged, zh)
+    assert "[08](08_higher_order_forward_mode.ipynb)" in out                       # a page of this edition
+    assert '<a href="../index.html#the-notebooks">list</a>' in out                 # the English README's twin
+    assert '<a href="00_start_here.html#setup">setup</a>' in out                   # a translator's <a id> anchor
+    assert '<a href="../../execution_modes.html#eager" hreflang="en">modes</a>' in out   # English only
+    assert f"[chk]({build_book.REPOSITORY}/blob/main/notebooks/exercises/chain.py)" in out
+    # A language switch stays a language switch; the English README links the Chinese index page.
+    assert build_book.rewrite_links("[English](README.md)", "README.zh-CN.md", staged, zh) == \
+        '<a href="../index.html" hreflang="en">English</a>'
+    assert build_book.rewrite_links("[zh](README.zh-CN.md)", "README.md", {"README.md"}) == \
+        '<a href="zh/index.html" hreflang="zh-CN">zh</a>'
+
+
+def test_sentences_and_figure_alt_read_chinese():
+    assert build_book.sentences("梯度被裁剪。左图是前向值！右图呢？`tf.round` 不变") == [
+        "梯度被裁剪。", "左图是前向值！", "右图呢？", "tf.round 不变"]
+    cells = _cells("训练 20 步。代价很小。左图是前向值，右图是梯度。")
+    assert build_book.figure_alt(cells, 1) == "训练 20 步。左图是前向值，右图是梯度。"
 
 
 def test_caption_is_the_first_sentence_of_the_markdown_above():
@@ -160,12 +206,12 @@ def require_book() -> None:
 
 def test_book_has_a_page_per_notebook_and_the_whole_api():
     require_book()
-    for path in NOTEBOOKS:
-        page = (BOOK / "notebooks" / f"{path.stem}.html").read_text()
-        assert f"urlpath=lab/tree/notebooks/{path.name}" in page, f"{path.stem}: no Binder launch button"
-        colab = project_home.colab_url(f"notebooks/{path.name}")
-        assert colab in page, f"{path.stem}: no Colab launch button"
-        assert f"/blob/main/notebooks/{path.name}" in page, f"{path.stem}: no link to its source"
+    for path in NOTEBOOKS + ZH_NOTEBOOKS:
+        stored = str(path.relative_to(ROOT))
+        page = (BOOK / ("zh" if path.parent.name == "zh" else "") / "notebooks" / f"{path.stem}.html").read_text()
+        assert f"urlpath=lab/tree/{stored}" in page, f"{stored}: no Binder launch button"
+        assert project_home.colab_url(stored) in page, f"{stored}: no Colab launch button"
+        assert f"/blob/main/{stored}" in page, f"{stored}: no link to its source"
     import gradlab
     import gradlab.layers
     api = (BOOK / "api.html").read_text()
@@ -233,7 +279,8 @@ def test_every_page_downloads_and_shows_its_repository_file():
     require_book()
     pages = book_pages()
     assert set(SOURCES) <= set(pages), f"pages missing: {set(SOURCES) - set(pages)}"
-    assert set(pages) - set(SOURCES) == {"genindex", "search", "py-modindex"}, "a new page needs its repository file"
+    assert set(pages) - set(SOURCES) == {"genindex", "search", "py-modindex", "zh/genindex", "zh/search"}, \
+        "a new page needs its repository file"
     for name, path in SOURCES.items():
         page = pages[name]
         downloads = [a["href"] for a in page.links if "btn-download-source-button" in a["class"]]
@@ -247,7 +294,8 @@ def test_every_page_downloads_and_shows_its_repository_file():
         sources = [a["href"] for a in page.links if "btn-source-file-button" in a["class"]]
         assert sources == [f"{build_book.REPOSITORY}/blob/main/{path}?plain=1"], f"{name}: source button {sources}"
         assert not [a for a in page.links if "download-notebook-button" in a["class"]]
-    published = {str(p.relative_to(BOOK / "_sources")) for p in (BOOK / "_sources").rglob("*") if p.is_file()}
+    published = {str(p.relative_to(folder)) for folder in (BOOK / "_sources", BOOK / "zh" / "_sources")
+                 for p in folder.rglob("*") if p.is_file()}
     assert published == set(SOURCES.values()), "_sources holds the repository files of the pages, nothing else"
 
 
@@ -280,7 +328,7 @@ def test_every_link_into_the_repository_names_a_tracked_file():
                 assert match.group(1).rstrip("/") in folders, f"{name}: {url} names no tracked folder"
             elif kind == "workflow":
                 assert f".github/workflows/{match.group(1)}" in tracked, f"{name}: {url} names no workflow"
-        if name.startswith("notebooks/"):
+        if name.startswith(("notebooks/", "zh/notebooks/")):
             path = SOURCES[name]
             assert project_home.colab_url(path) in [a["href"] for a in page.links], f"{name}: no Colab launch button"
             assert project_home.binder_url(path) in [a["href"] for a in page.links], f"{name}: no Binder launch button"
@@ -296,7 +344,8 @@ def test_every_image_has_alt_text_of_its_own():
             assert not PATH_LIKE.fullmatch(alt) and Path(urllib.parse.urlsplit(src).path).name not in alt, \
                 f"{name}: {src} has a path as alt text: {alt!r}"
             if "_images/" in src:                 # a figure drawn by a cell: a caption, not a label
-                assert len(alt) > 30, f"{name}: {src} has a weak alt text: {alt!r}"
+                # (a Chinese character says about as much as an English word of 3 letters)
+                assert len(alt) + 2 * len(CJK.findall(alt)) > 30, f"{name}: {src} has a weak alt text: {alt!r}"
 
 
 def test_the_build_refuses_an_image_whose_alt_text_is_missing_or_a_path(monkeypatch):
@@ -378,6 +427,91 @@ def test_inline_code_links_exactly_the_public_api_names():
     assert all(c["href"] is None for c in plain), "tf.py_func (TF1 only) must not be linked"
 
 
+# --- the Chinese edition ------------------------------------------------------------------------
+
+def _html(name: str) -> str:
+    return (BOOK / f"{name}.html").read_text()
+
+
+def _twin_links(page: _Page) -> list[str]:
+    return [a["href"] for a in page.links if "gradlab-twin-link" in a["class"]]
+
+
+def test_every_page_with_a_chinese_twin_links_it_and_back_at_the_top():
+    require_book()
+    pages = book_pages()
+    assert set(TWINS) | set(TWINS.values()) <= set(pages)
+    for english, chinese in TWINS.items():
+        for name, twin, label in ((english, chinese, "中文版"), (chinese, english, "English")):
+            links = _twin_links(pages[name])
+            assert len(links) == 1, f"{name}: one link to its twin, found {links}"
+            target = urllib.parse.urljoin(f"{name}.html", links[0])
+            assert target == f"{twin}.html", f"{name}: its twin link goes to {target}, not {twin}.html"
+            article = _html(name).split('<article class="bd-article">', 1)[1].lstrip()
+            assert re.match(rf'<p class="gradlab-twin"><a [^>]*>{label}</a></p>', article), \
+                f"{name}: the link to its twin ({label}) is not the first thing on the page"
+    others = set(pages) - set(TWINS) - set(TWINS.values())
+    assert not [name for name in others if _twin_links(pages[name])], "a page without a twin links none"
+
+
+def test_english_navigation_is_unchanged_but_for_the_twin_link():
+    require_book()
+    for name, page in book_pages().items():
+        if name.startswith("zh/"):
+            continue
+        into_zh = [a["href"] for a in page.links if urllib.parse.urljoin(f"{name}.html", a["href"]).startswith("zh/")
+                   and "gradlab-twin-link" not in a["class"]]
+        expected = ["zh/index.html"] if name == "index" else []   # the README's line on the Chinese edition
+        assert into_zh == expected, f"{name}: links into the Chinese edition {into_zh}"
+
+
+def test_chinese_pages_are_chinese_and_their_links_stay_chinese():
+    require_book()
+    english_pages = {name for name in book_pages() if not name.startswith("zh/")}
+    twins = set(TWINS)
+    for name, page in book_pages().items():
+        if not name.startswith("zh/"):
+            continue
+        text = _html(name)
+        assert re.search(r'<html[^>]* lang="zh-CN"', text), f"{name}: not marked zh-CN"
+        for link in page.links:
+            href = link["href"]
+            parts = urllib.parse.urlsplit(href)
+            if parts.scheme or parts.netloc or not parts.path:
+                continue
+            target = urllib.parse.urljoin(f"{name}.html", parts.path)
+            assert (BOOK / target).exists(), f"{name}: {href} resolves to nothing"
+            page_name = target.removesuffix(".html")
+            if page_name in twins and "gradlab-twin-link" not in link["class"] and name != "zh/index":
+                pytest.fail(f"{name}: {href} leaves the Chinese edition for a page that has a Chinese twin")
+            if not target.startswith("zh/"):
+                assert page_name in english_pages | {"_static/" + target.split("_static/")[-1]} or \
+                    target.startswith(("_images/", "_static/")), f"{name}: {href}"
+        if name in ("zh/genindex", "zh/search"):
+            continue
+        # The prose, without code, maths, scripts and outputs: most of it is Chinese.
+        article = text.split('<article class="bd-article">', 1)[1].split("</article>", 1)[0]
+        prose = re.sub(r"<(pre|code|script|style|math|mjx-container)\b.*?</\1>", " ", article, flags=re.S)
+        prose = re.sub(r"\\\(.*?\\\)|\\\[.*?\\\]|\$\$.*?\$\$", " ", re.sub(r"<[^>]+>", " ", prose), flags=re.S)
+        cjk, words = chinese_and_english(prose)
+        assert cjk > 2 * words, f"{name}: {cjk} Chinese characters against {words} English words"   # 7.6 at least
+
+
+def test_chinese_index_lists_every_notebook_by_its_chinese_title_and_links_the_english_api():
+    require_book()
+    index = _Page(BOOK / "zh" / "index.html")
+    text = (BOOK / "zh" / "index.html").read_text()
+    for path in ZH_NOTEBOOKS:
+        title = build_book.title(path)
+        href = f"notebooks/{path.stem}.html"
+        assert href in [a["href"] for a in index.links], f"the Chinese index does not link {href}"
+        plain = re.sub(r"`([^`]*)`", r"\1", title)
+        shown = re.sub(r"<[^>]+>", "", text)
+        assert plain in shown, f"the Chinese index does not show the title {plain!r}"
+    assert '<a href="../api.html" hreflang="en">API 参考</a>' in text and "只有英文版" in text
+    assert len(ZH_NOTEBOOKS) == len(NOTEBOOKS) == 15
+
+
 @pytest.fixture
 def site():
     require_book()
@@ -418,6 +552,16 @@ def test_a_notebook_page_renders_maths_an_image_a_collapsed_solution_and_navigat
         page.locator("a.right-next").first.click()
         page.wait_for_url(re.compile(r"/notebooks/01_custom_gradient\.html"))
         assert page.locator("h1").first.inner_text().startswith("01")
+        # Its Chinese twin, one click away at the top of the page, renders too, and links back.
+        page.locator("a.gradlab-twin-link").first.click()
+        page.wait_for_url(re.compile(r"/zh/notebooks/01_custom_gradient\.html"))
+        page.wait_for_selector("mjx-container", timeout=30_000)
+        assert page.evaluate("document.documentElement.lang") == "zh-CN"
+        assert page.locator("h1").first.inner_text().startswith("01 · 深入")
+        page.locator("a.right-next").first.click()
+        page.wait_for_url(re.compile(r"/zh/notebooks/02_stop_gradient_straight_through\.html"))
+        page.locator("a.gradlab-twin-link").first.click()
+        page.wait_for_url(re.compile(r"/notebooks/02_stop_gradient_straight_through\.html$"))
 
 
 # Problems with wrapping on the page shown: a code block or output that does not wrap or is wider
@@ -445,7 +589,8 @@ WRAP_PROBLEMS = """() => {
 def test_code_and_outputs_wrap_on_a_narrow_and_a_wide_screen(site):
     require_browser()
 
-    pages = [f"{name}.html" for name in SOURCES]
+    pages = [f"{name}.html" for name in SOURCES if not name.startswith("zh/")]
+    pages += ["zh/index.html", "zh/notebooks/00_start_here.html", "zh/notebooks/05_relu_gradients_saliency.html"]
     with chromium() as browser:
         for width in (400, 1280):
             page = browser.new_page(viewport={"width": width, "height": 900})

@@ -6,11 +6,15 @@ English; without it, nothing an English learner reads changes.
 """
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -125,7 +129,7 @@ def _in_both_languages(monkeypatch, capsys, check, *args) -> tuple[str, str]:
     return printed[0], printed[1]
 
 
-def _assert_translated(english: str, chinese: str, hint: str) -> None:
+def _assert_chinese_verdict(english: str, chinese: str, hint: str) -> None:
     """The Chinese verdict of a refusal: Chinese, with the expected hint, and the English one's numbers."""
     assert english.startswith("Not yet") and chinese.startswith("还不对"), chinese
     assert re.search("[\u4e00-\u9fff]", chinese) and hint in chinese, chinese
@@ -145,9 +149,9 @@ def test_the_straight_through_checks_speak_chinese(monkeypatch, capsys):
         return x + tf.stop_gradient(straight_through.quantize(x) - x)
 
     english, chinese = _in_both_languages(monkeypatch, capsys, straight_through.check_exercise_1, gradient_case)
-    _assert_translated(english, chinese, "这属于第 2 节三种情况中的哪一种")
+    _assert_chinese_verdict(english, chinese, "这属于第 2 节三种情况中的哪一种")
     english, chinese = _in_both_languages(monkeypatch, capsys, straight_through.check_exercise_2, ste)
-    _assert_translated(english, chinese, "这个技巧会引入舍入误差")
+    _assert_chinese_verdict(english, chinese, "这个技巧会引入舍入误差")
 
 
 def test_the_keras_checks_speak_chinese(monkeypatch, capsys):
@@ -168,9 +172,9 @@ def test_the_keras_checks_speak_chinese(monkeypatch, capsys):
         return keras.ops.identity(x), grad
 
     english, chinese = _in_both_languages(monkeypatch, capsys, keras_layers.check_exercise_1, build_model)
-    _assert_translated(english, chinese, "不能在 keras.Input 上调用")
+    _assert_chinese_verdict(english, chinese, "不能在 keras.Input 上调用")
     english, chinese = _in_both_languages(monkeypatch, capsys, keras_layers.check_exercise_2, clipped_backward)
-    _assert_translated(english, chinese, "提示：keras.ops.identity(n) 根据整数 n 构造")
+    _assert_chinese_verdict(english, chinese, "提示：keras.ops.identity(n) 根据整数 n 构造")
 
 
 def test_the_surrogate_checks_speak_chinese(monkeypatch, capsys):
@@ -185,9 +189,9 @@ def test_the_surrogate_checks_speak_chinese(monkeypatch, capsys):
         return tf.cast(x > 0, x.dtype), lambda dy: tf.maximum(0.0, 1.0 - tf.abs(x))
 
     english, chinese = _in_both_languages(monkeypatch, capsys, surrogate.check_exercise_1, arctan_step)
-    _assert_translated(english, chinese, "提示：你的 grad 传回的全是零（起始代码的行为）")
+    _assert_chinese_verdict(english, chinese, "提示：你的 grad 传回的全是零（起始代码的行为）")
     english, chinese = _in_both_languages(monkeypatch, capsys, surrogate.check_exercise_2, repaired)
-    _assert_translated(english, chinese, "提示：无论 dy 是多少，grad 传回的都一样")
+    _assert_chinese_verdict(english, chinese, "提示：无论 dy 是多少，grad 传回的都一样")
 
 
 def test_the_relu_checks_speak_chinese(monkeypatch, capsys):
@@ -210,11 +214,11 @@ def test_the_relu_checks_speak_chinese(monkeypatch, capsys):
         return tf.gradients(tf.reduce_sum(logits * tf.one_hot(labels, 10)), images)[0]
 
     english, chinese = _in_both_languages(monkeypatch, capsys, relu.check_exercise_1, tf.nn.relu)
-    _assert_translated(english, chinese, "提示：这是普通 ReLU 的梯度")
+    _assert_chinese_verdict(english, chinese, "提示：这是普通 ReLU 的梯度")
     images, labels = rng.normal(size=(6, 2, 2, 1)).astype(np.float32), rng.integers(0, 10, 6).astype(np.int32)
     english, chinese = _in_both_languages(monkeypatch, capsys, relu.check_exercise_2, saliency, images, labels,
                                           forward, weights)
-    _assert_translated(english, chinese, "是在覆盖的 with 块内创建的吗")
+    _assert_chinese_verdict(english, chinese, "是在覆盖的 with 块内创建的吗")
 
 
 def test_the_chain_checks_speak_chinese(monkeypatch, capsys):
@@ -245,10 +249,10 @@ def test_the_chain_checks_speak_chinese(monkeypatch, capsys):
     english, chinese = _in_both_languages(monkeypatch, capsys, chain.check_exercise_1,
                                           lambda plain_norms, clip_at, max_norm: dict(plain_norms), backward)
     assert re.match(r"还不对 \(在 dense_\d 之后裁剪，界为 [\d.]+\)：", chinese), chinese   # as "Not yet (clip ...): "
-    _assert_translated(english, chinese, "提示：反向传播关于它起始的梯度是线性的")
+    _assert_chinese_verdict(english, chinese, "提示：反向传播关于它起始的梯度是线性的")
     english, chinese = _in_both_languages(monkeypatch, capsys, chain.check_exercise_2,
                                           lambda h, i: gradlab.clip_gradient_norm(h, 0.1) if i == 4 else h, backward)
-    _assert_translated(english, chinese, "哪些层需要各自的裁剪")
+    _assert_chinese_verdict(english, chinese, "哪些层需要各自的裁剪")
 
 
 def test_the_optimizer_checks_speak_chinese(monkeypatch, capsys):
@@ -258,7 +262,95 @@ def test_the_optimizer_checks_speak_chinese(monkeypatch, capsys):
         return [tf.clip_by_norm(g, max_norm) for g in grads]
 
     english, chinese = _in_both_languages(monkeypatch, capsys, optimizer.check_exercise_1, my_clip_by_global_norm)
-    _assert_translated(english, chinese, "提示：这是逐变量裁剪")
+    _assert_chinese_verdict(english, chinese, "提示：这是逐变量裁剪")
     english, chinese = _in_both_languages(monkeypatch, capsys, optimizer.check_exercise_2,
                                           lambda grads, variables: grads)
-    _assert_translated(english, chinese, "变量的哪个属性表明它属于隐藏层")
+    _assert_chinese_verdict(english, chinese, "变量的哪个属性表明它属于隐藏层")
+
+
+# --- the self-checks of notebooks 08 to 14: the starters' verdicts in Chinese ------------------------------
+
+#: Each exercise module whose messages are translated, and the English notebook its exercises are in.
+EXERCISE_NOTEBOOKS = {
+    "higher_order": "08_higher_order_forward_mode",
+    "performance": "09_performance",
+    "legacy": "10_appendix_tf1_legacy",
+    "reference": "11_appendix_reference",
+    "domain_adversarial": "12_domain_adversarial",
+    "recipes": "13_recipes",
+    "questions": "14_questions",
+}
+#: What the notebooks have imported when a learner reaches the exercises.
+PRELUDE = ("import numpy as np\nimport tensorflow as tf\nimport keras\nimport gradlab\nimport gradlab.layers\n"
+           "from papers import dann\n")
+CJK = re.compile(r"[\u4e00-\u9fff]")
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+#: English words a translated sentence does not keep (no code in these verdicts is spelled so; `with` is).
+ENGLISH_WORDS = re.compile(r"\b(?:the|is|are|your|does|not|and|what|it|of|to)\b")
+
+
+def _exercise_outputs(notebook: str) -> list[str]:
+    """What each exercise cell of the English ``notebook`` prints, its starter untouched, in the chosen language."""
+    namespace: dict = {}
+    exec(PRELUDE, namespace)
+    printed = []
+    for cell in nbformat.read(NOTEBOOKS / f"{notebook}.ipynb", as_version=4).cells:
+        if cell.cell_type == "code" and "exercise" in cell.metadata.get("tags", []):
+            with contextlib.redirect_stdout(io.StringIO()) as out:
+                exec(cell.source, namespace)
+            printed.append(out.getvalue())
+    return printed
+
+
+def _assert_translated(english: str, chinese: str) -> None:
+    """``chinese`` is the Chinese of the verdict ``english``: Chinese prose, the same numbers."""
+    assert english.startswith("Not yet") and chinese.startswith("还不对"), (english, chinese)
+    assert len(CJK.findall(chinese)) >= 10, chinese
+    assert not ENGLISH_WORDS.findall(chinese), chinese
+    assert sorted(NUMBER.findall(chinese)) == sorted(NUMBER.findall(english)), (english, chinese)
+
+
+@pytest.mark.parametrize("module", sorted(EXERCISE_NOTEBOOKS))
+def test_the_starters_verdicts_are_chinese_with_the_same_numbers(module, monkeypatch):
+    monkeypatch.delenv(_i18n.LANGUAGE_VARIABLE, raising=False)
+    english = _exercise_outputs(EXERCISE_NOTEBOOKS[module])
+    monkeypatch.setenv(_i18n.LANGUAGE_VARIABLE, "zh_CN")
+    chinese = _exercise_outputs(EXERCISE_NOTEBOOKS[module])
+    assert len(chinese) == len(english) >= 2
+    for en, zh in zip(english, chinese):
+        _assert_translated(en, zh)
+
+
+def _custom(rule, forward=tf.identity):
+    """An op with the value ``forward(x)`` and the gradient ``rule(dy)``."""
+    @tf.custom_gradient
+    def op(x):
+        return forward(x), rule
+    return op
+
+
+#: Per module, an answer whose verdict ends in a hint, and the hint's Chinese.
+HINTED = {
+    "higher_order": (lambda m: m.check_exercise_1(6.0, 6.0), "只乘了一次系数 3"),
+    "performance": (lambda m: m.check_exercise_1(lambda log, technique: 1.0), "提示：请在第 1 轮及以后的各轮中"),
+    "legacy": (lambda m: m.check_exercise_2(_custom(lambda dy: 0.1 * dy)), "这是把 dy 缩放了 0.1 倍"),
+    "reference": (lambda m: m.check_exercise_1(_custom(lambda dy: dy, tf.sign)), "grad 乘以 dy 了吗"),
+    "domain_adversarial": (lambda m: m.check_exercise_2(lambda features, reversal, head: head(features)),
+                           "它们收到的是普通梯度"),
+    "recipes": (lambda m: m.check_exercise_1(lambda x: tf.math.log(tf.maximum(x, 1e-30))), "在 x <= 0 处值为 0"),
+    "questions": (lambda m: m.check_exercise_2(lambda losses_fn, w, clip: tf.zeros_like(w)), "应为 ["),
+}
+
+
+@pytest.mark.parametrize("module", sorted(HINTED))
+def test_a_hint_is_chinese_with_the_same_numbers(module, monkeypatch, capsys):
+    answer, hint = HINTED[module]
+    checks = importlib.import_module(f"exercises.{module}")
+    monkeypatch.delenv(_i18n.LANGUAGE_VARIABLE, raising=False)
+    assert not answer(checks)
+    english = capsys.readouterr().out
+    monkeypatch.setenv(_i18n.LANGUAGE_VARIABLE, "zh_CN")
+    assert not answer(checks)
+    chinese = capsys.readouterr().out
+    _assert_translated(english, chinese)
+    assert hint in chinese, chinese
