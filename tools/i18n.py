@@ -55,7 +55,10 @@ LANGUAGE_NAMES = {"zh_CN": "Chinese (Simplified)"}
 #: whose messages a learner should read translated is added here (and its messages wrapped in _() or N_()).
 CODE_DOMAINS = {
     "workbook": (LOCALE, ("notebooks/workbook.py", "notebooks/exercises/_harness.py", "notebooks/exercises/start_here.py",
-                             "notebooks/exercises/custom_gradient.py", "notebooks/exercises/higher_order.py",
+                             "notebooks/exercises/custom_gradient.py", "notebooks/exercises/straight_through.py",
+                             "notebooks/exercises/keras_layers.py", "notebooks/exercises/surrogate.py",
+                             "notebooks/exercises/relu.py", "notebooks/exercises/chain.py",
+                             "notebooks/exercises/optimizer.py", "notebooks/exercises/higher_order.py",
                              "notebooks/exercises/performance.py", "notebooks/exercises/legacy.py",
                              "notebooks/exercises/reference.py", "notebooks/exercises/domain_adversarial.py",
                              "notebooks/exercises/recipes.py", "notebooks/exercises/questions.py")),

@@ -79,7 +79,9 @@ class Choice:
         return value
 
     def widget(self, value: Any) -> widgets.ValueWidget:
-        return widgets.Dropdown(options=list(self.choices.items()), value=self.choices[value],
+        # The options' labels are shown translated; the names a user passes (the keys) stay English.
+        return widgets.Dropdown(options=[(translated(name), fn) for name, fn in self.choices.items()],
+                                value=self.choices[value],
                                 description=translated(self.description), **tooltip(translated(self.tooltip)),
                                 style=_STYLE, layout=widgets.Layout(**_LAYOUT))
 
@@ -127,18 +129,19 @@ def _identity(x):
     return tf.identity(x)
 
 
-#: Forward functions of :func:`straight_through_explorer` (flat almost everywhere: no gradient).
+#: Forward functions of :func:`straight_through_explorer` (flat almost everywhere: no gradient). The names of
+#: functions (round, sign, ...) read the same in every language; the others are marked for translation.
 ST_FORWARDS: dict[str, Callable] = {
     "round": tf.round,
     "sign": tf.sign,
-    "step (x > 0)": heaviside,
+    N_("step (x > 0)"): heaviside,
     "floor": tf.math.floor,
 }
 #: Backward functions of :func:`straight_through_explorer` (their gradient is the one sent back).
 ST_BACKWARDS: dict[str, Callable] = {
-    "identity": _identity,
+    N_("identity"): _identity,
     "tanh": tf.tanh,
-    "hard tanh (clip to [-1, 1])": _hard_tanh,
+    N_("hard tanh (clip to [-1, 1])"): _hard_tanh,
     "sigmoid": tf.sigmoid,
 }
 
@@ -170,18 +173,18 @@ SCALE = Preset(
 SURROGATE = Preset(
     op=ops.surrogate_step,
     controls={"width": Slider(
-        0.1, 3.0, 0.05, ".2f", "surrogate half-width",
-        "width (units of x): the surrogate derivative is the triangle max(0, 1 - |x| / width), "
-        "nonzero on (-width, width). The forward step does not change.")},
+        0.1, 3.0, 0.05, ".2f", N_("surrogate half-width"),
+        N_("width (units of x): the surrogate derivative is the triangle max(0, 1 - |x| / width), "
+           "nonzero on (-width, width). The forward step does not change."))},
     title="y = surrogate_step(x, width)", plain=heaviside, name="step",
 )
 STRAIGHT_THROUGH = Preset(
     op=_straight_through,
     controls={
-        "forward": Choice(ST_FORWARDS, "forward (value)",
-                          "The function whose value the op returns, bitwise (flat almost everywhere)."),
-        "backward": Choice(ST_BACKWARDS, "backward (gradient)",
-                           "The function whose gradient the op sends back in place of forward's."),
+        "forward": Choice(ST_FORWARDS, N_("forward (value)"),
+                          N_("The function whose value the op returns, bitwise (flat almost everywhere).")),
+        "backward": Choice(ST_BACKWARDS, N_("backward (gradient)"),
+                           N_("The function whose gradient the op sends back in place of forward's.")),
     },
     title="y = straight_through(forward(x), backward(x))", plain=_forward_only, name="q",
 )

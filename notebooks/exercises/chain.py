@@ -10,6 +10,7 @@ import numpy as np
 
 import gradlab
 from exercises._harness import NotYet, running, self_check
+from exercises._i18n import _
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
@@ -22,7 +23,7 @@ def _linear_prediction(plain_norms: dict, clip_at: int, max_norm: float) -> dict
 
 
 def _predict(predict_norms, norms: dict, clip_at: int, max_norm: float, names) -> dict:
-    with running(f"predict_norms(plain_norms, {clip_at}, {max_norm:g})", hint="Return a dict {layer name: norm}."):
+    with running(f"predict_norms(plain_norms, {clip_at}, {max_norm:g})", hint=_("Return a dict {layer name: norm}.")):
         guess = predict_norms(dict(norms), clip_at, max_norm)
         return {name: float(guess[name]) for name in names}
 
@@ -66,27 +67,31 @@ def check_exercise_1(predict_norms, backward, *, seed: int | None = None) -> str
         wrong = [n for n in truth if not np.isclose(guess[n], truth[n], rtol=1e-4)]
         if not wrong:
             continue
-        setting = f"(clip after dense_{clip_at}, bound {max_norm})"
+        setting = _("(clip after dense_{clip_at}, bound {max_norm})").format(clip_at=clip_at, max_norm=max_norm)
         later = [n for n in wrong if n in names[clip_at:]]
         held = [n for n in wrong if np.isclose(guess[n], max_norm) and n != names[clip_at - 1]]
         if later:
             n = later[0]
-            raise NotYet(f"{setting}: you changed {n}, which is later than the clip: you predict "
-                         f"{guess[n]:.4f},\nthe backward pass gives {truth[n]:.4f}, its plain norm. The "
-                         "backward pass visits it before the clip: its gradient is the plain one.")
+            raise NotYet(_("{setting}: you changed {n}, which is later than the clip: you predict {guess:.4f},\n"
+                           "the backward pass gives {truth:.4f}, its plain norm. The backward pass visits it before "
+                           "the clip: its gradient is the plain one.").format(
+                setting=setting, n=n, guess=guess[n], truth=truth[n]))
         n = wrong[0]
-        said = f"for {n} you predict {guess[n]:.4f}, the backward pass gives {truth[n]:.4f}"
+        said = _("for {n} you predict {guess:.4f}, the backward pass gives {truth:.4f}").format(
+            n=n, guess=guess[n], truth=truth[n])
         at_clip = plain["norms"][names[clip_at - 1]]
         if at_clip <= max_norm:
-            raise NotYet(f"{setting}: {said}.\nThe gradient at the clip point has norm {at_clip:.4f}, "
-                         f"already below the bound {max_norm:g}: what does the clip do to it?")
+            raise NotYet(_("{setting}: {said}.\nThe gradient at the clip point has norm {at_clip:.4f}, "
+                           "already below the bound {max_norm:g}: what does the clip do to it?").format(
+                setting=setting, said=said, at_clip=at_clip, max_norm=max_norm))
         elif held:
             n = held[0]
-            raise NotYet(f"{setting}: you held {n} to the bound: you predict {guess[n]:.4f}, the "
-                         f"backward pass gives {truth[n]:.4f}.\nThe clip acts once; earlier layers "
-                         "receive the clipped gradient and transform it as usual.")
+            raise NotYet(_("{setting}: you held {n} to the bound: you predict {guess:.4f}, the backward pass "
+                           "gives {truth:.4f}.\nThe clip acts once; earlier layers receive the clipped gradient "
+                           "and transform it as usual.").format(setting=setting, n=n, guess=guess[n], truth=truth[n]))
         else:
-            raise NotYet(f"{setting}: {said}.\nHint: backpropagation is linear in the gradient it starts from.")
+            raise NotYet(_("{setting}: {said}.\nHint: backpropagation is linear in the gradient it starts "
+                           "from.").format(setting=setting, said=said))
     made_up = {n: v * factors[i % len(factors)] for i, (n, v) in enumerate(plain["norms"].items())}
     clip_at = made_up_clip
     max_norm = fraction * made_up[names[clip_at - 1]]
@@ -96,12 +101,14 @@ def check_exercise_1(predict_norms, backward, *, seed: int | None = None) -> str
     if wrong:
         n = wrong[0]
         given = ", ".join(f"{name} {value:.4f}" for name, value in made_up.items())
-        raise NotYet(f"your predictions match the real backward passes, but not the plain norms they are "
-                     f"given.\nFor made-up plain norms\n  {given},\nclip after dense_{clip_at}, bound "
-                     f"{max_norm:.4f}: for {n} you predict {guess[n]:.4f}; from these norms it is "
-                     f"{expected[n]:.4f}.\nPredict from plain_norms alone, without running a backward pass.")
-    return (f"Your predictions match {len(settings)} real backward passes: the layers after the\n"
-            "clip keep their norms, the clip point and every earlier layer share one factor min(1, bound / |g|).")
+        raise NotYet(_("your predictions match the real backward passes, but not the plain norms they are given.\n"
+                       "For made-up plain norms\n  {given},\nclip after dense_{clip_at}, bound {max_norm:.4f}: "
+                       "for {n} you predict {guess:.4f}; from these norms it is {expected:.4f}.\n"
+                       "Predict from plain_norms alone, without running a backward pass.").format(
+            given=given, clip_at=clip_at, max_norm=max_norm, n=n, guess=guess[n], expected=expected[n]))
+    return _("Your predictions match {count} real backward passes: the layers after the\n"
+             "clip keep their norms, the clip point and every earlier layer share one factor "
+             "min(1, bound / |g|).").format(count=len(settings))
 
 
 @self_check
@@ -123,30 +130,33 @@ def check_exercise_2(modify, backward, *, seed: int | None = None) -> str:
     with running("backward(modify)"):
         result = backward(modify)
     if result["loss"] != plain["loss"]:
-        raise NotYet(f"the loss changed from {plain['loss']:.7g} to {result['loss']:.7g}, so the forward "
-                     "pass changed.\nUse an op that is an identity in the forward pass.")
+        raise NotYet(_("the loss changed from {before:.7g} to {after:.7g}, so the forward pass changed.\n"
+                       "Use an op that is an identity in the forward pass.").format(
+            before=plain["loss"], after=result["loss"]))
     too_big = {n: v for n, v in result["norms"].items() if v > bound * (1 + 1e-5)}
     if too_big:
         name = next(iter(too_big))
         elementwise = backward(lambda h, i: gradlab.clip_gradient(h, -bound, bound))["norms"]
         if all(np.isclose(result["norms"][n], elementwise[n], rtol=1e-5) for n in names):
-            hint = ("That is an elementwise clip at every layer: each element is within ±0.1, but the\n"
-                    "norm of the whole gradient is not. Clip the norm: gradlab.clip_gradient_norm.")
+            hint = _("That is an elementwise clip at every layer: each element is within ±0.1, but the\n"
+                     "norm of the whole gradient is not. Clip the norm: gradlab.clip_gradient_norm.")
         else:
-            hint = "One clip acts once: which layers need a clip of their own?"
-        raise NotYet(f"{name} still receives a gradient of norm {too_big[name]:.4f} > {bound}.\n{hint}")
+            hint = _("One clip acts once: which layers need a clip of their own?")
+        raise NotYet(_("{name} still receives a gradient of norm {norm:.4f} > {bound}.\n{hint}").format(
+            name=name, norm=too_big[name], bound=bound, hint=hint))
     dead = [n for n, v in result["weights"].items() if v == 0.0]
     missing = [n for n in names if n not in result["norms"]]
     if dead or missing:
-        raise NotYet(f"{(missing + dead)[0]} gets no gradient at all. Clip the gradient, do not stop it.")
+        raise NotYet(_("{name} gets no gradient at all. Clip the gradient, do not stop it.").format(
+            name=(missing + dead)[0]))
     clipped = backward(lambda h, i: gradlab.clip_gradient_norm(h, bound))["norms"]
     shrunk = [n for n in names if result["norms"][n] < clipped[n] * (1 - 1e-4)]
     if shrunk:
         n = shrunk[-1]  # the top-most: the backward pass reaches it first
-        raise NotYet(f"every norm is at most {bound}, but {n} receives {result['norms'][n]:.4f} where a clip "
-                     f"to {bound} at every layer\nleaves {clipped[n]:.4f}: your modify shrinks the gradient "
-                     f"more than a clip (a scale, or a smaller bound?).\nA clip to norm {bound} leaves a "
-                     "gradient that is already within the bound as it is.")
+        raise NotYet(_("every norm is at most {bound}, but {n} receives {got:.4f} where a clip to {bound} at every "
+                       "layer\nleaves {clipped:.4f}: your modify shrinks the gradient more than a clip (a scale, "
+                       "or a smaller bound?).\nA clip to norm {bound} leaves a gradient that is already within "
+                       "the bound as it is.").format(bound=bound, n=n, got=result["norms"][n], clipped=clipped[n]))
     # The second case: the gradient that reaches the top layer (held out: a layer below) is made 4 times larger
     # (scale_gradient on its output, above modify). A clip at every layer bounds whatever arrives; factors fixed
     # in advance do not.
@@ -157,17 +167,18 @@ def check_exercise_2(modify, backward, *, seed: int | None = None) -> str:
 
     def scaled(inner):
         return lambda h, i: gradlab.scale_gradient(inner(h, i), factor) if i == at else inner(h, i)
-    with running(f"backward(modify), with the gradient reaching {'the top layer' if at == len(names) else names[at - 1]} "
-                 "scaled"):
+    with running(_("backward(modify), with the gradient reaching the top layer scaled") if at == len(names)
+                 else _("backward(modify), with the gradient reaching {layer} scaled").format(layer=names[at - 1])):
         again = backward(scaled(modify))["norms"]
     reference = backward(scaled(lambda h, i: gradlab.clip_gradient_norm(h, bound)))["norms"]
     off = [n for n in names if not np.isclose(again.get(n, 0.0), reference[n], rtol=1e-4)]
     if off:
         n = off[-1]  # the top-most: the backward pass reaches it first
-        raise NotYet(f"in a second pass, where the gradient that reaches {names[at - 1]} is {factor:g} times larger "
-                     f"(scale_gradient\non its output), {n} receives a gradient of norm {again.get(n, 0.0):.4f}, "
-                     f"where a clip to {bound} at every\nlayer leaves {reference[n]:.4f}. The first pass passed: "
-                     "does your modify clip the gradient it receives,\nor scale it by factors fixed in advance?")
-    return ("Every layer now receives a gradient of norm at most 0.1:\n  "
-            + ", ".join(f"{n} {v:.4f}" for n, v in result["norms"].items())
-            + "\nThe forward pass is unchanged. Clipping at every layer takes one clip per layer.")
+        raise NotYet(_("in a second pass, where the gradient that reaches {layer} is {factor:g} times larger "
+                       "(scale_gradient\non its output), {n} receives a gradient of norm {got:.4f}, where a clip "
+                       "to {bound} at every\nlayer leaves {reference:.4f}. The first pass passed: does your modify "
+                       "clip the gradient it receives,\nor scale it by factors fixed in advance?").format(
+            layer=names[at - 1], factor=factor, n=n, got=again.get(n, 0.0), bound=bound, reference=reference[n]))
+    return _("Every layer now receives a gradient of norm at most 0.1:\n  {norms}\n"
+             "The forward pass is unchanged. Clipping at every layer takes one clip per layer.").format(
+        norms=", ".join(f"{n} {v:.4f}" for n, v in result["norms"].items()))

@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from exercises._harness import NotYet, first_hint, running, self_check
+from exercises._i18n import _
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
@@ -75,37 +76,42 @@ def _hint(result, grads, max_norm, tried=(), written_above=None) -> str:
     norm = squares ** 0.5
     if _close(result, [tf.clip_by_norm(g, max_norm) for g in grads]):
         norms = ", ".join(f"{float(tf.norm(g)):.1f}" for g in grads)
-        return (f"that is per-variable clipping: each tensor is clipped on its own (norms {norms}),\n"
-                "which turns the direction. Use one factor for all tensors, computed from the global\n"
-                f"norm sqrt(sum of all squares) = {norm:.1f}.")
+        return _("that is per-variable clipping: each tensor is clipped on its own (norms {norms}),\n"
+                 "which turns the direction. Use one factor for all tensors, computed from the global\n"
+                 "norm sqrt(sum of all squares) = {norm:.1f}.").format(norms=norms, norm=norm)
     flat_g = np.concatenate([g.numpy().ravel() for g in grads])
     flat_r = np.concatenate([r.numpy().ravel() for r in result])
     nonzero = flat_g != 0
     ratios = flat_r[nonzero] / flat_g[nonzero]
     if not np.allclose(flat_r[~nonzero], 0.0) or not np.allclose(ratios, ratios[0], rtol=1e-5):
-        return "multiply every tensor by the same factor min(1, max_norm / global norm)."
+        return _("multiply every tensor by the same factor min(1, max_norm / global norm).")
     factor, expected = float(ratios[0]), min(1.0, max_norm / norm)
-    said = f"you multiplied every tensor by {factor:.4f}; the factor is min(1, {max_norm} / {norm:.1f}) = {expected:.4f}"
+    said = _("you multiplied every tensor by {factor:.4f}; the factor is min(1, {max_norm} / {norm:.1f}) = "
+             "{expected:.4f}").format(factor=factor, max_norm=max_norm, norm=norm, expected=expected)
     written = [m for m in tried if m != max_norm and m < norm and np.isclose(factor, m / norm)]
     if written:
-        return (f"{said}:\nthat is the factor for max_norm {written[0]}, not this case's {max_norm}. Is "
-                f"{written[0]} written into your\nfunction? Use the max_norm it is given.")
+        return _("{said}:\nthat is the factor for max_norm {written}, not this case's {max_norm}. Is "
+                 "{written} written into your\nfunction? Use the max_norm it is given.").format(
+            said=said, written=written[0], max_norm=max_norm)
     if np.isclose(factor, 1.0):
-        return f"{said}:\nthe global norm {norm:.1f} is above max_norm, so the gradients must shrink." + (
-            f" On the same gradients scaled up, your\nfunction clips to max_norm {written_above}, not "
-            f"{max_norm}: is {written_above} written into your function?" if written_above else "")
+        return _("{said}:\nthe global norm {norm:.1f} is above max_norm, so the gradients must shrink.").format(
+            said=said, norm=norm) + (
+            _(" On the same gradients scaled up, your\nfunction clips to max_norm {written}, not {max_norm}: is "
+              "{written} written into your function?").format(written=written_above, max_norm=max_norm)
+            if written_above else "")
     if np.isclose(factor, max_norm / norm):
-        return (f"{said}:\nthe global norm {norm:.1f} is below max_norm, so the gradients stay as they are. "
-                "Did you forget the min(1, ...)?")
+        return _("{said}:\nthe global norm {norm:.1f} is below max_norm, so the gradients stay as they are. "
+                 "Did you forget the min(1, ...)?").format(said=said, norm=norm)
     if np.isclose(factor, min(1.0, max_norm / squares)):
-        return f"{said}.\nYou divided by the sum of squares, {squares:.2f}: the global norm is its square root."
+        return _("{said}.\nYou divided by the sum of squares, {squares:.2f}: the global norm is its square "
+                 "root.").format(said=said, squares=squares)
     per_tensor = sum(float(tf.norm(g)) for g in grads)
     if np.isclose(factor, min(1.0, max_norm / per_tensor)):
-        return (f"{said}.\nYou added the tensors' norms ({per_tensor:.1f}): the global norm is the square "
-                "root of the sum of\nall squares, over all tensors.")
+        return _("{said}.\nYou added the tensors' norms ({per_tensor:.1f}): the global norm is the square "
+                 "root of the sum of\nall squares, over all tensors.").format(said=said, per_tensor=per_tensor)
     if np.isclose(factor, norm / max_norm):  # min(1, norm / max_norm) = 1 returned above
-        return f"{said}:\nthe ratio is upside down (global norm / max_norm)."
-    return f"{said}."
+        return _("{said}:\nthe ratio is upside down (global norm / max_norm).").format(said=said)
+    return _("{said}.").format(said=said)
 
 
 def _clips_to(fn, grads, max_norm, tried) -> float | None:
@@ -138,31 +144,34 @@ def check_exercise_1(fn, *, seed: int | None = None) -> str:
     cases = _CASES if seed is None else _held_out_cases(seed)
     for number, (values, max_norm) in enumerate(cases):
         grads = [tf.constant(v) for v in values]
-        with running(f"your function on gradients {values}, max_norm {max_norm}"):
+        with running(_("your function on gradients {values}, max_norm {max_norm}").format(
+                values=values, max_norm=max_norm)):
             result = fn(list(grads), max_norm)
             result = None if result is None else _as_tensors(result)
         if result is None:
-            raise NotYet("your function returned None: return the list of clipped gradients.")
+            raise NotYet(_("your function returned None: return the list of clipped gradients."))
         expected = tf.clip_by_global_norm(grads, max_norm)[0]
         if len(result) != len(expected) or any(r.shape != e.shape for r, e in zip(result, expected)):
-            raise NotYet(f"return one tensor per gradient, each with its gradient's shape: for shapes "
-                         f"{[tuple(g.shape) for g in grads]}\nyou returned {[tuple(r.shape) for r in result]}.")
+            raise NotYet(_("return one tensor per gradient, each with its gradient's shape: for shapes "
+                           "{shapes}\nyou returned {got}.").format(
+                shapes=[tuple(g.shape) for g in grads], got=[tuple(r.shape) for r in result]))
         if _close(result, expected):
             continue
         norm = float(tf.linalg.global_norm(grads))
         tried = [m for _, m in (*_CASES, *cases[:number])]
-        raise NotYet(f"for gradients {values} (global norm {norm:.1f}) and max_norm {max_norm} you return\n"
-                     f"{_shown(result)}, expected {_shown(expected)}.\n"
-                     f"Hint: {_hint(result, grads, max_norm, tried, _clips_to(fn, grads, max_norm, tried))}")
+        raise NotYet(_("for gradients {values} (global norm {norm:.1f}) and max_norm {max_norm} you return\n"
+                       "{got}, expected {expected}.\nHint: {hint}").format(
+            values=values, norm=norm, max_norm=max_norm, got=_shown(result), expected=_shown(expected),
+            hint=_hint(result, grads, max_norm, tried, _clips_to(fn, grads, max_norm, tried))))
     used = _library_calls(fn, [tf.constant(v) for v in cases[0][0]], cases[0][1])
     if used:
-        raise NotYet(f"the numbers are right, but your function calls {' and '.join(sorted(used))}.\n"
-                     "The exercise asks you to compute the global norm and the factor yourself, from the\n"
-                     "squares of the gradients' elements.")
+        raise NotYet(_("the numbers are right, but your function calls {calls}.\n"
+                       "The exercise asks you to compute the global norm and the factor yourself, from the\n"
+                       "squares of the gradients' elements.").format(calls=_(" and ").join(sorted(used))))
     if seed is not None:
-        return "One factor min(1, max_norm / global norm) for every tensor, for every case tried."
-    return ("One factor min(1, max_norm / global norm) for every tensor: gradients with global\n"
-            "norm 13 were halved by max_norm 6.5, those with global norm 1.3 left alone by max_norm 2.")
+        return _("One factor min(1, max_norm / global norm) for every tensor, for every case tried.")
+    return _("One factor min(1, max_norm / global norm) for every tensor: gradients with global\n"
+             "norm 13 were halved by max_norm 6.5, those with global norm 1.3 left alone by max_norm 2.")
 
 
 def _probe_variables(inputs: int, out_units: int) -> list:
@@ -175,17 +184,18 @@ def _probe_variables(inputs: int, out_units: int) -> list:
 def _one_probe(transform, variables, setting: str, scales=(1.0, 2.0, 3.0, 4.0)) -> None:
     """Runs ``transform`` on gradients ``scales`` (1, 2, 3, 4) times ones; ``setting`` opens a message ("" for the first)."""
     grads = [tf.ones_like(v) * scale for scale, v in zip(scales, variables)]
-    with running(f"{setting}your transform"):
+    with running(setting + _("your transform")):
         result = transform(list(grads), list(variables))
         result = None if result is None else _as_tensors(result)
     if result is None:
-        raise NotYet("your transform returned None: return the list of gradients, one per variable.")
+        raise NotYet(_("your transform returned None: return the list of gradients, one per variable."))
     if len(result) != len(grads):
-        raise NotYet(f"{setting}return one gradient per variable ({len(grads)}); you returned {len(result)}.")
+        raise NotYet(setting + _("return one gradient per variable ({count}); you returned {got}.").format(
+            count=len(grads), got=len(result)))
     for variable, grad, got in zip(variables, grads, result):
         if got.shape != grad.shape:
-            raise NotYet(f"{setting}the gradient of {variable.path} has shape {tuple(grad.shape)}; you "
-                         f"returned shape {tuple(got.shape)}.")
+            raise NotYet(setting + _("the gradient of {path} has shape {shape}; you returned shape {got}.").format(
+                path=variable.path, shape=tuple(grad.shape), got=tuple(got.shape)))
     asked = [v.path for v in variables if v.path.startswith("hidden/")]
     changed = [v.path for v, grad, got in zip(variables, grads, result) if not np.allclose(got.numpy(), grad.numpy())]
     extra = [path for path in changed if path not in asked]
@@ -194,25 +204,28 @@ def _one_probe(transform, variables, setting: str, scales=(1.0, 2.0, 3.0, 4.0)) 
         if not np.allclose(got.numpy(), factor * grad.numpy()):
             ratio = float(np.mean(got.numpy() / grad.numpy()))
             hint = first_hint(
-                (setting, "It passed in the notebook's model:\ndoes your transform go by position or by shape? "
-                          "Tell the layers apart by variable.path."),
+                (setting, _("It passed in the notebook's model:\ndoes your transform go by position or by shape? "
+                            "Tell the layers apart by variable.path.")),
                 (extra and len(changed) == len(variables),
-                 f"Your transform changed every gradient: those of {' and '.join(extra)} should stay\nas they "
-                 "are. Only the hidden layer is slowed down: tell the layers apart by variable.path."),
+                 _("Your transform changed every gradient: those of {paths} should stay\nas they are. Only the "
+                   "hidden layer is slowed down: tell the layers apart by variable.path.").format(
+                     paths=_(" and ").join(extra))),
                 (bool(extra),
-                 f"Your transform changed the gradients of {' and '.join(extra)}, which should stay as they\nare. "
-                 "Only the hidden layer is slowed down: tell the layers apart by variable.path."),
+                 _("Your transform changed the gradients of {paths}, which should stay as they\nare. Only the "
+                   "hidden layer is slowed down: tell the layers apart by variable.path.").format(
+                     paths=_(" and ").join(extra))),
                 (factor == 0.1 and np.isclose(ratio, 1.0) and variable.path.endswith("bias") and bool(changed),
-                 "The bias is part of the hidden layer too: select by the layer's part of variable.path."),
+                 _("The bias is part of the hidden layer too: select by the layer's part of variable.path.")),
                 (sorted(changed) == sorted(asked),
-                 "The right variables are scaled, by the wrong factor: the exercise asks for 0.1."),
+                 _("The right variables are scaled, by the wrong factor: the exercise asks for 0.1.")),
                 (not changed,  # the starting point: nothing slowed down
-                 "Which attribute of a variable says it belongs to the hidden layer? Section 1\n"
-                 "prints it for each variable."),
-                otherwise="Tell the layers apart by variable.path.",
+                 _("Which attribute of a variable says it belongs to the hidden layer? Section 1\n"
+                   "prints it for each variable.")),
+                otherwise=_("Tell the layers apart by variable.path."),
             )
-            raise NotYet(f"{setting}the gradient of {variable.path} should be multiplied by {factor}, but it "
-                         f"was\nmultiplied by {ratio:.2f}. {hint}")
+            raise NotYet(setting + _("the gradient of {path} should be multiplied by {factor}, but it was\n"
+                                     "multiplied by {ratio:.2f}. {hint}").format(
+                path=variable.path, factor=factor, ratio=ratio, hint=hint))
 
 
 @self_check
@@ -232,9 +245,9 @@ def check_exercise_2(transform, *, seed: int | None = None) -> str:
         variables = _probe_variables(int(rng.integers(5, 9)), int(rng.integers(2, 7)))
         _one_probe(transform, [variables[i] for i in rng.permutation(4)], "",
                    np.round(rng.uniform(0.5, 4.0, 4), 2).tolist())
-        return "hidden/kernel and hidden/bias get 0.1 of their gradient, out/kernel and out/bias all of it."
+        return _("hidden/kernel and hidden/bias get 0.1 of their gradient, out/kernel and out/bias all of it.")
     _one_probe(transform, _probe_variables(3, 1), "")
     _one_probe(transform, _probe_variables(4, 4)[::-1],
-               "with the variables in another order (out/ first) and both kernels 4 x 4,\n")
-    return ("hidden/kernel and hidden/bias get 0.1 of their gradient, out/kernel and out/bias all of it.\n"
-            "(With SGD this is a 10 times smaller learning rate for the hidden layer.)")
+               _("with the variables in another order (out/ first) and both kernels 4 x 4,\n"))
+    return _("hidden/kernel and hidden/bias get 0.1 of their gradient, out/kernel and out/bias all of it.\n"
+             "(With SGD this is a 10 times smaller learning rate for the hidden layer.)")

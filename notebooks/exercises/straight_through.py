@@ -5,6 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from exercises._harness import NotYet, running, self_check
+from exercises._i18n import _
 
 __all__ = ["check_exercise_1", "check_exercise_2", "quantize"]
 
@@ -97,13 +98,15 @@ def _truth(fn, x) -> str:
 
 def _why(truth: str, gradient) -> str:
     if truth == "flows":
-        zeros = " (all zeros: a zero gradient still flows)" if not np.any(gradient.numpy()) else ""
-        return (f"tape.gradient returns the tensor {np.asarray(gradient.numpy())} for it{zeros}: "
-                "say 'flows'")
+        if not np.any(gradient.numpy()):
+            return _("tape.gradient returns the tensor {gradient} for it (all zeros: a zero gradient still flows): "
+                     "say 'flows'").format(gradient=np.asarray(gradient.numpy()))
+        return _("tape.gradient returns the tensor {gradient} for it: say 'flows'").format(
+            gradient=np.asarray(gradient.numpy()))
     if truth == "none":
-        return "its op registers a gradient that returns None, so tape.gradient returns None: say 'none'"
-    return ("its op registers no gradient at all, so tape.gradient raises LookupError: catch it "
-            "and say 'missing'")
+        return _("its op registers a gradient that returns None, so tape.gradient returns None: say 'none'")
+    return _("its op registers no gradient at all, so tape.gradient raises LookupError: catch it "
+             "and say 'missing'")
 
 
 @self_check
@@ -121,24 +124,26 @@ def check_exercise_1(gradient_case, *, seed: int | None = None) -> str:
         x = tf.constant(values, tf.float32)
         truth, gradient = _gradient(fn, x)
         try:
-            with running(f"for {name} your function"):
+            with running(_("for {name} your function").format(name=name)):
                 answer = gradient_case(fn, x)
         except NotYet as not_yet:
             if isinstance(not_yet.__cause__, KeyError) and isinstance(fn, _Op):
-                raise NotYet(f"{not_yet}.\nThe first ops passed; this one is another op: does gradient_case look the "
-                             "case up in a table?\nFind it by running fn on x, whatever the op.") from None
+                raise NotYet(f"{not_yet}.\n" + _("The first ops passed; this one is another op: does gradient_case "
+                                                  "look the case up in a table?\nFind it by running fn on x, whatever "
+                                                  "the op.")) from None
             if not isinstance(not_yet.__cause__, LookupError):
                 raise
-            raise NotYet(f"{not_yet}.\nWhich of section 2's three cases is that, and how can gradient_case "
-                         "report it instead of raising?") from None
+            raise NotYet(f"{not_yet}.\n" + _("Which of section 2's three cases is that, and how can gradient_case "
+                                              "report it instead of raising?")) from None
         if not isinstance(answer, str) or answer.strip().lower() not in CASES:
-            raise NotYet(f"for {name} your function returned {answer!r}; return one of {CASES}.")
+            raise NotYet(_("for {name} your function returned {answer!r}; return one of {cases}.").format(
+                name=name, answer=answer, cases=CASES))
         if answer not in CASES:
-            raise NotYet(f"for {name} your function returned {answer!r}; return exactly one of {CASES} "
-                         "(lower case, no spaces).")
+            raise NotYet(_("for {name} your function returned {answer!r}; return exactly one of {cases} "
+                           "(lower case, no spaces).").format(name=name, answer=answer, cases=CASES))
         if answer != truth:
-            raise NotYet(f"for {name} at x = {np.asarray(values)} you return {answer!r},\n"
-                         f"but {_why(truth, gradient)}.")
+            raise NotYet(_("for {name} at x = {x} you return {answer!r},\nbut {why}.").format(
+                name=name, x=np.asarray(values), answer=answer, why=_why(truth, gradient)))
     names = ", ".join(f"{name}: {_truth(fn, tf.constant(values))}" for name, fn, values in _OPS)
     return (f"{names}.")
 
@@ -157,8 +162,8 @@ def _check_exercise_2_case(ste, seed: int | tuple[int, int], other: str) -> None
     signs = rng.choice(np.array([-1.0, 1.0]), 100_000)
     x = tf.constant((signs * 10.0 ** rng.uniform(-3.0, 9.0, 100_000)).astype(np.float32))
     dy = tf.constant(rng.uniform(0.5, 2.0, 100_000).astype(np.float32))
-    fixed = ("\nThe first 100,000 inputs passed: does your answer compute from the x and dy it receives,\n"
-             "or return numbers fixed in advance?")
+    fixed = _("\nThe first 100,000 inputs passed: does your answer compute from the x and dy it receives,\n"
+              "or return numbers fixed in advance?")
     with running():
         with tf.GradientTape() as tape:
             tape.watch(x)
@@ -166,48 +171,53 @@ def _check_exercise_2_case(ste, seed: int | tuple[int, int], other: str) -> None
             y = None if y is None else tf.convert_to_tensor(y, tf.float32)
         gradient = None if y is None else tape.gradient(y, x, output_gradients=dy)
     if y is None or y.shape != x.shape:
-        raise NotYet(f"{other}return a tensor of x's shape {x.shape}; got {None if y is None else y.shape}.")
+        raise NotYet(other + _("return a tensor of x's shape {shape}; got {got}.").format(
+            shape=x.shape, got=None if y is None else y.shape))
     exact, value = quantize(x).numpy(), y.numpy()
     differ = _bits(value) != _bits(exact)
     if differ.any():
         zeros = int(np.sum(differ & (value == 0) & (exact == 0)))
         numbers = int(differ.sum()) - zeros
-        parts = [f"{numbers:,d} different numbers (by up to {np.abs(value - exact).max():.3g})"] if numbers else []
-        parts += [f"{zeros:,d} zeros of the wrong sign (-0.0 versus +0.0)"] if zeros else []
+        parts = [_("{numbers:,d} different numbers (by up to {by:.3g})").format(
+            numbers=numbers, by=np.abs(value - exact).max())] if numbers else []
+        parts += [_("{zeros:,d} zeros of the wrong sign (-0.0 versus +0.0)").format(zeros=zeros)] if zeros else []
         i = int(np.argmax(differ & ~((value == 0) & (exact == 0)))) if numbers else int(np.argmax(differ))
-        hint = fixed if other else ("\nThe trick b + tf.stop_gradient(f - b) rounds (see the Deep dive). Which "
-                                    "technique of\nsection 5 returns f(x) bitwise, with any b?")
-        raise NotYet(f"{other}{int(differ.sum()):,d} of 100,000 bit patterns differ from quantize(x): "
-                     f"{' and '.join(parts)};\nfor instance at x = {_number(x.numpy()[i])} you return "
-                     f"{_number(value[i])}, quantize(x) is {_number(exact[i])}.{hint}")
+        hint = fixed if other else _("\nThe trick b + tf.stop_gradient(f - b) rounds (see the Deep dive). Which "
+                                     "technique of\nsection 5 returns f(x) bitwise, with any b?")
+        raise NotYet(other + _("{count:,d} of 100,000 bit patterns differ from quantize(x): {parts};\n"
+                               "for instance at x = {x} you return {got}, quantize(x) is {exact}.").format(
+            count=int(differ.sum()), parts=_(" and ").join(parts), x=_number(x.numpy()[i]), got=_number(value[i]),
+            exact=_number(exact[i])) + hint)
     if gradient is None:
-        raise NotYet(f"{other}the value is exact, but no gradient reaches x (None). Which term carries it?")
+        raise NotYet(other + _("the value is exact, but no gradient reaches x (None). Which term carries it?"))
     gradient = gradient.numpy()
     inside = np.abs(x.numpy()) <= 1.0
     expected = np.where(inside, dy.numpy(), 0.0).astype(np.float32)
     if gradient.shape == expected.shape and np.array_equal(gradient, expected):
         return
     if gradient.shape != expected.shape:
-        raise NotYet(f"{other}x has shape {x.shape}, but it receives a gradient of shape {gradient.shape}.")
+        raise NotYet(other + _("x has shape {shape}, but it receives a gradient of shape {got}.").format(
+            shape=x.shape, got=gradient.shape))
     wrong = gradient != expected
     i = int(np.argmax(wrong))
-    example = (f"at x = {_number(x.numpy()[i])} with dy = {_number(dy.numpy()[i])}, x receives "
-               f"{_number(gradient[i])}; expected {_number(expected[i])}")
+    example = _("at x = {x} with dy = {dy}, x receives {got}; expected {expected}").format(
+        x=_number(x.numpy()[i]), dy=_number(dy.numpy()[i]), got=_number(gradient[i]), expected=_number(expected[i]))
+    wrong_at = _("the gradient is wrong at {count:,d} of 100,000 inputs, for instance\n{example}.").format(
+        count=int(wrong.sum()), example=example)
     if other:
-        raise NotYet(f"{other}the gradient is wrong at {int(wrong.sum()):,d} of 100,000 inputs, for instance\n"
-                     f"{example}.{fixed}")
+        raise NotYet(other + wrong_at + fixed)
     elif np.array_equal(gradient, dy.numpy()):
-        raise NotYet(f"the gradient is dy everywhere, the identity's (as with tf.grad_pass_through):\n{example}.\n"
-                     "The saturating STE sends 0 where |x| > 1: use the hard tanh as the backward function.")
+        raise NotYet(_("the gradient is dy everywhere, the identity's (as with tf.grad_pass_through):\n{example}.\n"
+                       "The saturating STE sends 0 where |x| > 1: use the hard tanh as the backward "
+                       "function.").format(example=example))
     elif np.array_equal(gradient, inside.astype(np.float32)):
-        raise NotYet(f"the gradient is 1 where |x| <= 1, whatever dy is:\n{example}.\n"
-                     "Does your grad multiply by dy? (notebook 01)")
+        raise NotYet(_("the gradient is 1 where |x| <= 1, whatever dy is:\n{example}.\n"
+                       "Does your grad multiply by dy? (notebook 01)").format(example=example))
     elif not gradient.any():
-        raise NotYet(f"the gradient is all zeros: {example}.\n"
-                     "It must come from the backward function, the hard tanh.")
+        raise NotYet(_("the gradient is all zeros: {example}.\n"
+                       "It must come from the backward function, the hard tanh.").format(example=example))
     else:
-        raise NotYet(f"the gradient is wrong at {int(wrong.sum()):,d} of 100,000 inputs, for instance\n{example}.\n"
-                     "Expected: dy where |x| <= 1 and 0 outside, the hard tanh's gradient times dy.")
+        raise NotYet(wrong_at + _("\nExpected: dy where |x| <= 1 and 0 outside, the hard tanh's gradient times dy."))
 
 
 @self_check
@@ -223,11 +233,11 @@ def check_exercise_2(ste, *, seed: int | None = None) -> str:
     """
     if seed is not None:
         _check_exercise_2_case(ste, (2, seed), "")
-        return ("On 100,000 inputs every value is bitwise quantize(x), and dy passes only where |x| <= 1.")
+        return _("On 100,000 inputs every value is bitwise quantize(x), and dy passes only where |x| <= 1.")
     _check_exercise_2_case(ste, 2, "")
-    _check_exercise_2_case(ste, 3, "on 100,000 other inputs, ")
-    return ("On two sets of 100,000 inputs every value is bitwise quantize(x), and dy passes only where\n"
-            "|x| <= 1.")
+    _check_exercise_2_case(ste, 3, _("on 100,000 other inputs, "))
+    return _("On two sets of 100,000 inputs every value is bitwise quantize(x), and dy passes only where\n"
+             "|x| <= 1.")
 
 
 def _number(value) -> str:

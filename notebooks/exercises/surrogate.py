@@ -7,6 +7,7 @@ import tensorflow as tf
 import gradlab
 
 from exercises._harness import NotYet, first_hint, gradient_rules, running, self_check, shown
+from exercises._i18n import _
 
 __all__ = ["check_exercise_1", "check_exercise_2"]
 
@@ -37,24 +38,25 @@ def _check_forward(x, y, label: str) -> None:
     step = heaviside(x).numpy()
     if y.shape != x.shape or not np.array_equal(y.numpy(), step):
         if y.shape != x.shape:
-            raise NotYet(f"the forward value must be the step, of x's shape {x.shape}; got shape {y.shape}.")
+            raise NotYet(_("the forward value must be the step, of x's shape {shape}; got shape {got}.").format(
+                shape=x.shape, got=y.shape))
         at = _where(y.numpy() != step)
-        rounded = ("\nThey differ by a rounding error, as b + tf.stop_gradient(f - b) does: return the step "
-                   "itself\nas the value." if np.abs(y.numpy() - step).max() < 1e-5 else "")
-        raise NotYet(f"the forward value must be exactly the step {label}.\n"
-                     f"At x = {_show(x.numpy()[at])} you return {_show(y.numpy()[at], 9)},\n"
-                     f"the step is {_show(step[at])}.{rounded}")
+        rounded = (_("\nThey differ by a rounding error, as b + tf.stop_gradient(f - b) does: return the step "
+                     "itself\nas the value.") if np.abs(y.numpy() - step).max() < 1e-5 else "")
+        raise NotYet(_("the forward value must be exactly the step {label}.\n"
+                       "At x = {x} you return {y},\nthe step is {step}.").format(
+            label=label, x=_show(x.numpy()[at]), y=_show(y.numpy()[at], 9), step=_show(step[at])) + rounded)
 
 
 def _require_custom_gradient(fn, x) -> None:
-    with running("tracing your function in a tf.function (to find its @tf.custom_gradient)",
-                 hint="\nThe check traces your function to see how its gradient is built: use "
-                      "TensorFlow ops only, no .numpy()."):
+    with running(_("tracing your function in a tf.function (to find its @tf.custom_gradient)"),
+                 hint=_("\nThe check traces your function to see how its gradient is built: use "
+                        "TensorFlow ops only, no .numpy().")):
         rules = gradient_rules(fn, x)
     if not any(rule.op_type == "IdentityN" for rule in rules):
-        raise NotYet("the value and the gradient are right, but TensorFlow derived this gradient itself\n"
-                     "from the ops of your function (a tf.stop_gradient trick?): the exercise asks for a\n"
-                     "@tf.custom_gradient whose grad(dy) sends the surrogate.")
+        raise NotYet(_("the value and the gradient are right, but TensorFlow derived this gradient itself\n"
+                       "from the ops of your function (a tf.stop_gradient trick?): the exercise asks for a\n"
+                       "@tf.custom_gradient whose grad(dy) sends the surrogate."))
 
 
 def _held_out(seed: int, size: tuple[int, int], scale: float) -> tuple[np.ndarray, np.ndarray]:
@@ -81,7 +83,7 @@ def check_exercise_1(step_fn, *, seed: int | None = None) -> str:
     if seed is not None:
         cases = (_held_out(seed, (25, 45), 3.0),)
     for case, (points, upstream) in enumerate(cases):
-        other = "on other points, " if case else ""
+        other = _("on other points, ") if case else ""
         x, dy = tf.constant(points.astype(np.float32)), tf.constant(upstream.astype(np.float32))
         with running():
             with tf.GradientTape() as tape:
@@ -90,33 +92,35 @@ def check_exercise_1(step_fn, *, seed: int | None = None) -> str:
             sent = tape.gradient(y, x, output_gradients=dy)
         _check_forward(x, y, "tf.cast(x > 0, x.dtype)")
         if sent is None:
-            raise NotYet(f"{other}no gradient reaches x, just like the plain step. Wrap the step in "
-                         "tf.custom_gradient.")
+            raise NotYet(other + _("no gradient reaches x, just like the plain step. Wrap the step in "
+                                   "tf.custom_gradient."))
         if sent.shape != x.shape:
-            raise NotYet(f"{other}x has shape {x.shape}, but your grad sends a gradient of shape {sent.shape}.")
+            raise NotYet(other + _("x has shape {shape}, but your grad sends a gradient of shape {got}.").format(
+                shape=x.shape, got=sent.shape))
         got, xs, dys = sent.numpy(), x.numpy(), dy.numpy()
         bump = 1.0 / (1.0 + (np.pi * xs) ** 2)
         expected = dys * bump
         if np.allclose(got, expected, rtol=1e-5, atol=1e-6):
             continue
         if np.allclose(got, bump, rtol=1e-5, atol=1e-6):
-            hint = ("your backward pass returns the surrogate itself: it ignores dy (the bug of notebook 01,\n"
-                    "section 1). Multiply by dy.")
+            hint = _("your backward pass returns the surrogate itself: it ignores dy (the bug of notebook 01,\n"
+                     "section 1). Multiply by dy.")
         elif not got.any():
-            hint = "your grad sends back zeros (the starting point): send dy times the surrogate."
+            hint = _("your grad sends back zeros (the starting point): send dy times the surrogate.")
         elif np.allclose(got, np.pi * expected, rtol=1e-5, atol=1e-6):
-            hint = ("you send pi times too much: the surrogate is the derivative of arctan(pi x) / pi,\n"
-                    "and the 1/pi cancels the pi.")
+            hint = _("you send pi times too much: the surrogate is the derivative of arctan(pi x) / pi,\n"
+                     "and the 1/pi cancels the pi.")
         elif np.allclose(got, dys, rtol=1e-5, atol=1e-6):
-            hint = "your grad returns dy unchanged (a straight-through identity): multiply dy by the surrogate."
+            hint = _("your grad returns dy unchanged (a straight-through identity): multiply dy by the surrogate.")
         else:
-            hint = "the backward pass must send dy / (1 + (pi x)^2)."
+            hint = _("the backward pass must send dy / (1 + (pi x)^2).")
         at = _where(~np.isclose(got, expected, rtol=1e-5, atol=1e-6))
-        raise NotYet(f"{other}under a random upstream dy, x does not receive dy / (1 + (pi x)^2). For instance\n"
-                     f"at x        {_show(xs[at])}\nwith dy     {_show(dys[at])}\n"
-                     f"x receives  {_show(got[at])};\nexpected    {_show(expected[at])}.\nHint: {hint}")
+        raise NotYet(other + _("under a random upstream dy, x does not receive dy / (1 + (pi x)^2). For instance\n"
+                               "at x        {x}\nwith dy     {dy}\nx receives  {got};\nexpected    {expected}.\n"
+                               "Hint: {hint}").format(
+            x=_show(xs[at]), dy=_show(dys[at]), got=_show(got[at]), expected=_show(expected[at]), hint=hint))
     _require_custom_gradient(step_fn, x)
-    return "Forward exactly the step; backward dy / (1 + (pi x)^2), the arctan surrogate."
+    return _("Forward exactly the step; backward dy / (1 + (pi x)^2), the arctan surrogate.")
 
 
 @self_check
@@ -132,7 +136,7 @@ def check_exercise_2(fixed_fn, *, seed: int | None = None) -> str:
         cases = tuple((points.astype(np.float32), upstream.astype(np.float32))
                       for points, upstream in (_held_out(seed, (6, 10), 2.0),))
     for case, (at_x, upstream) in enumerate(cases):
-        other = "on other points, " if case else ""
+        other = _("on other points, ") if case else ""
         points, dy = tf.constant(at_x), tf.constant(upstream)
         with running():
             value = tf.convert_to_tensor(fixed_fn(points))
@@ -141,25 +145,29 @@ def check_exercise_2(fixed_fn, *, seed: int | None = None) -> str:
                 tape.watch(points)
                 y = tf.convert_to_tensor(fixed_fn(points))
             sent = tape.gradient(y, points, output_gradients=dy)
-        _check_forward(points, value, "tf.cast(x > 0, x.dtype), as the source has it")
+        _check_forward(points, value, _("tf.cast(x > 0, x.dtype), as the source has it"))
         expected = triangle_reference(points, dy).numpy()
         triangle = triangle_reference(points, tf.ones_like(dy)).numpy()
         if sent is None:
-            raise NotYet(f"{other}no gradient reaches x (tape.gradient returned None): keep the @tf.custom_gradient "
-                         "and its grad.")
-        table = (f"\nat x                    {_show(points)}\nwith dy                 {_show(dy)}\n"
-                 f"x receives              {_show(sent)};\ndy * max(0, 1 - |x|) is {_show(expected)}.")
+            raise NotYet(other + _("no gradient reaches x (tape.gradient returned None): keep the "
+                                   "@tf.custom_gradient and its grad."))
+        table = _("\nat x                    {x}\nwith dy                 {dy}\n"
+                  "x receives              {got};\ndy * max(0, 1 - |x|) is {expected}.").format(
+            x=_show(points), dy=_show(dy), got=_show(sent), expected=_show(expected))
         if not result.linear_in_upstream:
             hint = first_hint(
                 (result.ignores_upstream,
-                 "grad sends the same whatever dy is: what does it leave out? (notebook 01, section 1)"),
+                 _("grad sends the same whatever dy is: what does it leave out? (notebook 01, section 1)")),
                 (np.allclose(sent.numpy(), dy.numpy() + triangle, atol=1e-6),
-                 "grad adds the surrogate to dy: the chain rule multiplies dy by the local derivative."),
-                otherwise="the gradient changes with dy, but not in proportion: the chain rule multiplies dy by\n"
-                          "the local derivative (notebook 01, section 1).")
-            raise NotYet(f"{other}the gradient still does not scale with the upstream gradient dy:{table}\nHint: {hint}")
+                 _("grad adds the surrogate to dy: the chain rule multiplies dy by the local derivative.")),
+                otherwise=_("the gradient changes with dy, but not in proportion: the chain rule multiplies dy by\n"
+                            "the local derivative (notebook 01, section 1)."))
+            raise NotYet(other + _("the gradient still does not scale with the upstream gradient dy:{table}\n"
+                                   "Hint: {hint}").format(table=table, hint=hint))
         if not result.ok:
-            raise NotYet(f"{other}the gradient scales with dy but is not dy * max(0, 1 - |x|):{table}\n"
-                         "Hint: the source's triangle max(0, 1 - |x|) is the surrogate: grad sends dy times it.")
+            raise NotYet(other + _("the gradient scales with dy but is not dy * max(0, 1 - |x|):{table}\n"
+                                   "Hint: the source's triangle max(0, 1 - |x|) is the surrogate: grad sends dy "
+                                   "times it.").format(table=table))
     _require_custom_gradient(fixed_fn, points)
-    return f"check_gradient agrees (max error {result.max_error:.1e}) and the gradient is linear in dy."
+    return _("check_gradient agrees (max error {error:.1e}) and the gradient is linear in dy.").format(
+        error=result.max_error)

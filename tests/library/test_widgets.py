@@ -532,3 +532,40 @@ def test_the_explorers_labels_follow_the_language_the_workbook_chose(monkeypatch
         explorer.close()
     with pytest.raises(ValueError, match="must be in the slider's range"):
         gw.scale_explorer(5.0)
+
+
+def test_every_explorers_labels_are_chinese_under_zh_cn_and_english_otherwise(monkeypatch):
+    """Each preset explorer's descriptions and tooltips (and the dropdowns' marked option names) come from the
+    catalog: CJK under GRADLAB_LANGUAGE=zh_CN, the English of _presets.py otherwise; the values stay the same."""
+    import re
+
+    from gradlab.widgets._controls import TOOLTIP
+
+    def labels(explorer) -> list[str]:
+        texts = []
+        for widget in explorer.sliders.values():
+            texts += [widget.description, getattr(widget, TOOLTIP)]
+        return texts
+
+    def build_all():
+        return [gw.scale_explorer(), gw.clip_explorer(), gw.surrogate_explorer(), gw.straight_through_explorer()]
+
+    monkeypatch.delenv("GRADLAB_LANGUAGE", raising=False)
+    english = build_all()
+    english_labels = [labels(explorer) for explorer in english]
+    assert all(not re.search("[\u4e00-\u9fff]", text) for texts in english_labels for text in texts)
+    assert english[2].sliders["width"].description == "surrogate half-width"
+    assert [label for label, _ in english[3].sliders["backward"].options][0] == "identity"
+    monkeypatch.setenv("GRADLAB_LANGUAGE", "zh_CN")
+    chinese = build_all()
+    for zh, en, en_labels in zip(chinese, english, english_labels):
+        for text, english_text in zip(labels(zh), en_labels):
+            assert re.search("[\u4e00-\u9fff]", text) and text != english_text, text
+        assert [widget.value for widget in zh.sliders.values()] == [widget.value for widget in en.sliders.values()]
+    assert chinese[2].sliders["width"].description == "替代导数半宽"
+    assert chinese[3].sliders["forward"].description == "前向（值）"
+    assert [label for label, _ in chinese[3].sliders["forward"].options] == ["round", "sign", "阶跃 (x > 0)", "floor"]
+    assert [label for label, _ in chinese[3].sliders["backward"].options] == [
+        "恒等映射", "tanh", "hard tanh（裁剪到 [-1, 1]）", "sigmoid"]
+    for explorer in english + chinese:
+        explorer.close()

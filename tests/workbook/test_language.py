@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -108,6 +109,163 @@ def test_a_check_that_reads_tensorflows_english_error_still_recognises_it_in_chi
     out = capsys.readouterr().out
     assert out.startswith("还不对：你的函数 抛出了异常 ValueError: custom_gradient function expected to return 2 gradients")
     assert "提示：product 有两个输入" in out
+
+
+# --- the self-checks of notebooks 02-07 in Chinese: each untouched starter's verdict --------------------------
+# Every verdict of these modules is a template translated before it is filled in: with GRADLAB_LANGUAGE=zh_CN the
+# starting point's "Not yet" (and its hint) reads as Chinese and carries exactly the numbers of the English one.
+
+_NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?(?:e[-+]?\d+)?")
+
+
+def _in_both_languages(monkeypatch, capsys, check, *args) -> tuple[str, str]:
+    """What ``check(*args)`` prints in English and in Chinese (both refusals)."""
+    printed = []
+    for language in ("en", "zh_CN"):
+        monkeypatch.setenv(_i18n.LANGUAGE_VARIABLE, language)
+        with np.printoptions(precision=4, suppress=True):      # as workbook.setup() sets them
+            assert not check(*args)
+        printed.append(capsys.readouterr().out)
+    return printed[0], printed[1]
+
+
+def _assert_chinese_verdict(english: str, chinese: str, hint: str) -> None:
+    """The Chinese verdict of a refusal: Chinese, with the expected hint, and the English one's numbers."""
+    assert english.startswith("Not yet") and chinese.startswith("还不对"), chinese
+    assert re.search("[\u4e00-\u9fff]", chinese) and hint in chinese, chinese
+    assert sorted(_NUMBER.findall(chinese)) == sorted(_NUMBER.findall(english)), (english, chinese)
+
+
+def test_the_straight_through_checks_speak_chinese(monkeypatch, capsys):
+    from exercises import straight_through
+
+    def gradient_case(fn, x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x)
+        return "none" if tape.gradient(y, x) is None else "flows"
+
+    def ste(x):
+        return x + tf.stop_gradient(straight_through.quantize(x) - x)
+
+    english, chinese = _in_both_languages(monkeypatch, capsys, straight_through.check_exercise_1, gradient_case)
+    _assert_chinese_verdict(english, chinese, "这属于第 2 节三种情况中的哪一种")
+    english, chinese = _in_both_languages(monkeypatch, capsys, straight_through.check_exercise_2, ste)
+    _assert_chinese_verdict(english, chinese, "这个技巧会引入舍入误差")
+
+
+def test_the_keras_checks_speak_chinese(monkeypatch, capsys):
+    import keras
+    from exercises import keras_layers
+
+    @tf.custom_gradient
+    def halve_gradient(x):
+        return tf.identity(x), lambda dy: 0.5 * dy
+
+    def build_model():
+        inputs = keras.Input(shape=(3,))
+        return keras.Model(inputs, halve_gradient(inputs))
+
+    def clipped_backward(x):
+        def grad(upstream):
+            return keras.ops.clip(upstream, -0.1, 0.1)
+        return keras.ops.identity(x), grad
+
+    english, chinese = _in_both_languages(monkeypatch, capsys, keras_layers.check_exercise_1, build_model)
+    _assert_chinese_verdict(english, chinese, "不能在 keras.Input 上调用")
+    english, chinese = _in_both_languages(monkeypatch, capsys, keras_layers.check_exercise_2, clipped_backward)
+    _assert_chinese_verdict(english, chinese, "提示：keras.ops.identity(n) 根据整数 n 构造")
+
+
+def test_the_surrogate_checks_speak_chinese(monkeypatch, capsys):
+    from exercises import surrogate
+
+    @tf.custom_gradient
+    def arctan_step(x):
+        return surrogate.heaviside(x), tf.zeros_like
+
+    @tf.custom_gradient
+    def repaired(x):
+        return tf.cast(x > 0, x.dtype), lambda dy: tf.maximum(0.0, 1.0 - tf.abs(x))
+
+    english, chinese = _in_both_languages(monkeypatch, capsys, surrogate.check_exercise_1, arctan_step)
+    _assert_chinese_verdict(english, chinese, "提示：你的 grad 传回的全是零（起始代码的行为）")
+    english, chinese = _in_both_languages(monkeypatch, capsys, surrogate.check_exercise_2, repaired)
+    _assert_chinese_verdict(english, chinese, "提示：无论 dy 是多少，grad 传回的都一样")
+
+
+def test_the_relu_checks_speak_chinese(monkeypatch, capsys):
+    from exercises import relu
+
+    rng = np.random.default_rng(0)
+    weights = [tf.constant(rng.normal(0, 0.5, s).astype(np.float32))
+               for s in [(4, 6), (6,), (6, 6), (6,), (6, 5), (5,), (5, 10), (10,)]]
+
+    def forward(w, images, relu=tf.nn.relu):
+        relus = tuple(relu) if isinstance(relu, (tuple, list)) else (relu,) * 3
+        h = tf.reshape(images, [-1, 4])
+        for i in range(3):
+            h = relus[i](tf.matmul(h, w[2 * i]) + w[2 * i + 1])
+        return tf.matmul(h, w[6]) + w[7]
+
+    @tf.function
+    def saliency(images, labels):
+        logits = forward(weights, images)
+        return tf.gradients(tf.reduce_sum(logits * tf.one_hot(labels, 10)), images)[0]
+
+    english, chinese = _in_both_languages(monkeypatch, capsys, relu.check_exercise_1, tf.nn.relu)
+    _assert_chinese_verdict(english, chinese, "提示：这是普通 ReLU 的梯度")
+    images, labels = rng.normal(size=(6, 2, 2, 1)).astype(np.float32), rng.integers(0, 10, 6).astype(np.int32)
+    english, chinese = _in_both_languages(monkeypatch, capsys, relu.check_exercise_2, saliency, images, labels,
+                                          forward, weights)
+    _assert_chinese_verdict(english, chinese, "是在覆盖的 with 块内创建的吗")
+
+
+def test_the_chain_checks_speak_chinese(monkeypatch, capsys):
+    import keras
+
+    import gradlab
+    from exercises import chain
+
+    layers = [keras.layers.Dense(8 if i < 6 else 1, activation="tanh" if i < 6 else None,
+                                 kernel_initializer=keras.initializers.RandomNormal(stddev=0.7, seed=i),
+                                 name=f"dense_{i}") for i in range(1, 7)]
+    rng = np.random.default_rng(0)
+    inputs, targets = (tf.constant(rng.normal(size=(16, n)), tf.float32) for n in (4, 1))
+    probe = gradlab.GradientProbe()
+
+    def backward(modify=None):
+        probe.clear()
+        with tf.GradientTape() as tape:
+            h = inputs
+            for i, layer in enumerate(layers, start=1):
+                h = probe(layer(h), name=layer.name)
+                h = h if modify is None else modify(h, i)
+            loss = tf.reduce_mean((h - targets) ** 2)
+        variables = [w for layer in layers for w in layer.trainable_variables]
+        grads = tape.gradient(loss, variables)                        # the probe records the norms here
+        return dict(loss=loss.numpy(), norms=probe.norms(), weights=gradlab.plots.layer_gradient_norms(grads, variables))
+
+    english, chinese = _in_both_languages(monkeypatch, capsys, chain.check_exercise_1,
+                                          lambda plain_norms, clip_at, max_norm: dict(plain_norms), backward)
+    assert re.match(r"还不对 \(在 dense_\d 之后裁剪，界为 [\d.]+\)：", chinese), chinese   # as "Not yet (clip ...): "
+    _assert_chinese_verdict(english, chinese, "提示：反向传播关于它起始的梯度是线性的")
+    english, chinese = _in_both_languages(monkeypatch, capsys, chain.check_exercise_2,
+                                          lambda h, i: gradlab.clip_gradient_norm(h, 0.1) if i == 4 else h, backward)
+    _assert_chinese_verdict(english, chinese, "哪些层需要各自的裁剪")
+
+
+def test_the_optimizer_checks_speak_chinese(monkeypatch, capsys):
+    from exercises import optimizer
+
+    def my_clip_by_global_norm(grads, max_norm):
+        return [tf.clip_by_norm(g, max_norm) for g in grads]
+
+    english, chinese = _in_both_languages(monkeypatch, capsys, optimizer.check_exercise_1, my_clip_by_global_norm)
+    _assert_chinese_verdict(english, chinese, "提示：这是逐变量裁剪")
+    english, chinese = _in_both_languages(monkeypatch, capsys, optimizer.check_exercise_2,
+                                          lambda grads, variables: grads)
+    _assert_chinese_verdict(english, chinese, "变量的哪个属性表明它属于隐藏层")
 
 
 # --- the self-checks of notebooks 08 to 14: the starters' verdicts in Chinese ------------------------------
