@@ -1,6 +1,6 @@
 """Grades a class without Docker (`make grade`): one folder of submissions in, a gradebook out.
 
-Usage: python tools/assignments/grade.py NN_name SUBMISSIONS RESULTS [--timeout SECONDS] [--jobs N]
+Usage: python tools/assignments/grade.py [zh/]NN_name SUBMISSIONS RESULTS [--timeout SECONDS] [--jobs N]
                                          [--assignments build/assignments]
 
 ``SUBMISSIONS`` holds one entry per student: a folder (``alice/00_start_here.ipynb``; the student is
@@ -159,7 +159,8 @@ def written_answers(submission, spec: dict) -> dict[str, str | None]:
     for written, index in zip(spec["written"], prompts + [None] * len(spec["written"])):
         after = [c for c in cells[index + 1:index + 2] if c.cell_type == "markdown"] if index is not None else []
         text = after[0].source.strip() if after else ""
-        found[written["name"]] = None if not text or text == PLACEHOLDER or "END QUESTION" in text else text
+        blank = (PLACEHOLDER, spec.get("placeholder", PLACEHOLDER))      # otter's, or the translated edition's
+        found[written["name"]] = None if not text or text in blank or "END QUESTION" in text else text
     return found
 
 
@@ -343,7 +344,7 @@ def max_points(spec: dict) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("notebook", help="NN_name, e.g. 00_start_here")
+    parser.add_argument("notebook", help="NN_name, e.g. 00_start_here; zh/NN_name for the Chinese edition")
     parser.add_argument("submissions", type=Path)
     parser.add_argument("results", type=Path)
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per student")
@@ -353,8 +354,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the SHA-256 of the grader's manifest that make assignments printed (default: the one "
                              "it recorded beside the grader folder)")
     args = parser.parse_args(argv)
-    stem = Path(args.notebook).stem
-    grader = load_grader(args.assignments / stem / "grader", args.manifest or None)
+    stem = Path(args.notebook).stem            # zh/00_start_here: the Chinese edition's, in build/assignments/zh/
+    grader = load_grader(args.assignments / Path(args.notebook).parent / stem / "grader", args.manifest or None)
     spec = grader["spec"]
     print(f"grading {stem} with the grader manifest SHA-256 {grader['manifest']} "
           f"(checked against {grader['checked_against']})", flush=True)
