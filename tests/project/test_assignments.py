@@ -470,6 +470,15 @@ def test_feedback_says_what_happened_without_assert_noise(found, points, says):
     assert grade.feedback(_spec(), {"questions": {"exercise_1": found}}) == {"exercise_1": (points, says)}
 
 
+def test_a_chinese_graders_feedback_is_chinese_and_its_columns_stay_the_same():
+    """questions.json names the notebook's language: the feedback's own words follow it, the verdicts are quoted."""
+    found = {"missing": [], "public": {"passed": True, "message": "正确！"}, "hidden": {"passed": False, "message": "还不对"}}
+    points, says = grade.feedback({**_spec(), "language": ZH_CN}, {"questions": {"exercise_1": found}})["exercise_1"]
+    assert points == 0 and says == "exercise_1: 通过了自检，但没有通过留出的测试用例：还不对"
+    missing = grade.feedback({**_spec(), "language": ZH_CN}, {"questions": {"exercise_1": {"missing": ["f"]}}})
+    assert missing["exercise_1"][1] == "exercise_1: `f` 没有定义：它所在的单元格运行过吗？"
+
+
 def test_tampering_scores_zero():
     found = {"missing": [], "public": {"passed": True, "message": "Correct!"}, "hidden": {"passed": True, "message": ""}}
     out = grade.feedback(_spec(), {"questions": {"exercise_1": found}, "tampered": ["numpy.allclose"]})
