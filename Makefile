@@ -33,7 +33,7 @@ help:
 	@echo "make translations - merge the English notebooks into the Chinese catalogs, build notebooks/zh (then make execute NB=...)"
 	@echo "make dist   - build the sdist and wheel of gradlab-tf into dist/ and check their metadata (twine check --strict)"
 	@echo "make book   - build the static site (build/book/index.html, Chinese in zh/) from the notebooks as stored, with the API reference"
-	@echo "make assignments - the instructor edition in build/assignments/: every notebook as an otter-grader assignment"
+	@echo "make assignments - the instructor edition in build/assignments/: every notebook as an otter-grader assignment (Chinese: build/assignments/zh/)"
 	@echo "make grade NB=00_start_here SUBMISSIONS=dir RESULTS=dir - grade a class without Docker (TIMEOUT=600 s each)"
 	@echo "make sample-class - a sample class of 00, 03 and 13 in build/sample-class/"
 	@echo "make test-assignments - generate it, check its structure, run docs/instructors.md and grade the sample class"

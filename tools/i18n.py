@@ -63,6 +63,9 @@ CODE_DOMAINS = {
                              "notebooks/exercises/reference.py", "notebooks/exercises/domain_adversarial.py",
                              "notebooks/exercises/recipes.py", "notebooks/exercises/questions.py")),
     "gradlab": (ROOT / "gradlab" / "locale", ("gradlab/widgets/_presets.py",)),
+    # what the instructor edition's generator writes into a student's notebook (docs/instructors.md)
+    "assignments": (ROOT / "tools" / "assignments" / "locale", ("tools/assignments/make_assignments.py",
+                                                                "tools/assignments/grade.py")),
 }
 CODE_DOMAIN = "workbook"
 MARKERS = ("_", "N_")     # N_ marks a message where it is defined; _ translates it where it is shown

@@ -28,6 +28,11 @@ sys.path.insert(0, str(ROOT / "tools" / "assignments"))
 import grade  # noqa: E402  (make grade: tools/assignments/grade.py)
 import grade_sample  # noqa: E402
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+#: Every notebook of every edition, as (path, language): the English, then the Chinese (notebooks/zh/).
+EDITIONS = [(path, language) for language in edition.LANGUAGES
+            for path in sorted(edition.notebooks_folder(language).glob("*.ipynb"))]
+ZH_CN = "zh_CN"
+CJK = re.compile(r"[\u3400-\u9fff\uf900-\uff5f]")
 
 
 def _tags(cell) -> list[str]:
@@ -49,14 +54,19 @@ def _solution_lines(path: Path) -> set[str]:
     return lines
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_every_exercise_becomes_a_question_with_a_prompt_a_solution_and_a_test(path):
+def _id(value) -> str:
+    return value.stem if isinstance(value, Path) else value
+
+
+@pytest.mark.parametrize("path, language", EDITIONS, ids=lambda v: _id(v))
+def test_every_exercise_becomes_a_question_with_a_prompt_a_solution_and_a_test(path, language):
     notebook = nbformat.read(path, as_version=4)
     exercise_cells = [c.source for c in notebook.cells if c.cell_type == "code" and "exercise" in _tags(c)]
-    master, questions = edition.source_notebook(path)
+    master, questions = edition.source_notebook(path, language=language)
+    word = edition.edition_words(language)[0]
     assert [q.number for q in questions] == list(range(1, len(exercise_cells) + 1)) and len(questions) >= 2
     for question, exercise in zip(questions, exercise_cells):
-        assert re.match(rf"(#+ |\*\*)Exercise {question.number}\b", question.prompt[0]), question.prompt[0][:80]
+        assert re.match(rf"(#+ |\*\*){word} {question.number}\b", question.prompt[0]), question.prompt[0][:80]
         assert question.answer(question.starter) == exercise, "the student must get the workbook's exercise cell"
         assert question.starter.strip() and question.solution.strip()
         assert "_solution" not in question.solution and ".confirm(" not in question.solution
@@ -255,13 +265,14 @@ def test_the_grading_tool_is_pinned_and_installed_constrained_by_the_workbook_pi
 def generated(tmp_path_factory):
     pytest.importorskip("otter", reason="otter-grader is installed by make assignments")
     out = tmp_path_factory.mktemp("assignments")
-    return {path.stem: edition.assign(path, out) for path in NOTEBOOKS}
+    return {(path.stem, language): edition.assign(path, out / edition.LANGUAGES[language], language=language)
+            for path, language in EDITIONS}
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_student_notebook_has_the_starter_code_and_no_solution(generated, path):
-    versions = generated[path.stem]
-    _, questions = edition.source_notebook(path)
+@pytest.mark.parametrize("path, language", EDITIONS, ids=lambda v: _id(v))
+def test_student_notebook_has_the_starter_code_and_no_solution(generated, path, language):
+    versions = generated[path.stem, language]
+    _, questions = edition.source_notebook(path, language=language)
     solution_lines = _solution_lines(path)
     for kind in ("student", "colab"):
         text = versions[kind].read_text()
@@ -290,10 +301,10 @@ def test_student_notebook_has_the_starter_code_and_no_solution(generated, path):
         assert f"points = {edition._points(question.points)}" in ast.unparse(test)
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_solutions_notebook_and_autograder_zip(generated, path):
-    versions = generated[path.stem]
-    _, questions = edition.source_notebook(path)
+@pytest.mark.parametrize("path, language", EDITIONS, ids=lambda v: _id(v))
+def test_solutions_notebook_and_autograder_zip(generated, path, language):
+    versions = generated[path.stem, language]
+    _, questions = edition.source_notebook(path, language=language)
     cells = [c.source for c in nbformat.read(versions["solutions"], as_version=4).cells]
     for question in questions:
         assert any(question.solution.rstrip() in cell for cell in cells), f"exercise {question.number}'s solution"
@@ -319,9 +330,9 @@ def test_solutions_notebook_and_autograder_zip(generated, path):
     assert {line for line in edition.runtime_requirements().splitlines() if "==" in line} <= set(pins)
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_colab_version_installs_what_it_needs_in_its_first_cell(generated, path):
-    versions = generated[path.stem]
+@pytest.mark.parametrize("path, language", EDITIONS, ids=lambda v: _id(v))
+def test_colab_version_installs_what_it_needs_in_its_first_cell(generated, path, language):
+    versions = generated[path.stem, language]
     colab = nbformat.read(versions["colab"], as_version=4)
     first = colab.cells[0]
     assert first.cell_type == "code" and "colab" in _tags(first)
@@ -338,6 +349,49 @@ def test_colab_version_installs_what_it_needs_in_its_first_cell(generated, path)
     assert ast.literal_eval(literal) == tests
     assert colab.cells[1].source.endswith('grader = otter.Notebook(tests_dir="tests")')
     assert colab.cells[2].source.startswith(f"# {path.stem[:2]} · ")
+
+
+def _prose(markdown: str) -> str:
+    """What a student reads as words (tests/project/test_i18n.py's reading): no code, maths, tags or cited pages."""
+    text = re.sub(r"```.*?```", " ", markdown, flags=re.S)
+    text = re.sub(r"`[^`]*`", " ", text)
+    text = re.sub(r"\$\$.*?\$\$|\$[^$]*\$", " ", text, flags=re.S)
+    text = re.sub(r"\[([^\]]*)\]\((?:https?:)[^)]*\)", " ", text)
+    text = re.sub(r"\]\([^)]*\)", "]", text)
+    return re.sub(r"<[^>]+>", " ", text)
+
+
+def _reads_as_chinese(text: str) -> bool:
+    """At least half CJK among its letters (test_i18n.py's heuristic)."""
+    cjk, latin = len(CJK.findall(text)), len(re.findall(r"[A-Za-z]", text))
+    return cjk > 0 and cjk / (cjk + latin) >= 0.5
+
+
+@pytest.mark.parametrize("path", [p for p, language in EDITIONS if language == ZH_CN], ids=lambda p: p.stem)
+def test_the_chinese_edition_leaves_no_english_prompt_and_keeps_the_setup_line(generated, path):
+    """What the generator and otter write into a Chinese student's notebook is Chinese; the setup chooses zh_CN."""
+    versions = generated[path.stem, ZH_CN]
+    setup = 'workbook.setup(language="zh_CN")'
+    lesson_code = {c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"}
+    for kind in ("student", "colab", "solutions"):
+        notebook = nbformat.read(versions[kind], as_version=4)
+        for cell in notebook.cells:
+            if cell.cell_type == "markdown":
+                text = _prose(cell.source.replace("<!-- BEGIN QUESTION -->", "").replace("<!-- END QUESTION -->", ""))
+                assert not text.strip() or _reads_as_chinese(text), f"{kind}: English Markdown: {cell.source[:200]!r}"
+            elif kind != "solutions" and cell.source not in lesson_code:   # a cell the generator or otter wrote
+                comments = re.findall(r"#\s*(.*[A-Za-z].*)$", cell.source, re.M)
+                comments = [c for c in comments if not c.startswith(("@title", "BEGIN", "END"))]
+                english = [c for c in comments if not CJK.search(c)]
+                assert not english, f"{kind}: English comments {english} in {cell.source[:120]!r}"
+        assert any(setup in c.source for c in notebook.cells if c.cell_type == "code"), f"{kind}: no zh_CN setup line"
+    for test in (versions["student"].parent / "tests").glob("*.py"):
+        for message in re.findall(r"raise AssertionError\((['\"].*['\"])\)", test.read_text()):
+            assert CJK.search(message), f"{test.name}: {message}"
+    grader = grade.load_grader(versions["grader"])
+    assert grader["spec"]["language"] == ZH_CN and CJK.search(grader["spec"]["placeholder"])
+    assert any(setup in c.source for c in grader["notebook"].cells)
+    assert (versions["grader"] / "files" / "locale" / ZH_CN / "LC_MESSAGES" / "workbook.mo").is_file()
 
 
 def test_a_build_with_another_repository_setting_bakes_it_into_the_colab_version(tmp_path):
@@ -414,6 +468,15 @@ def _spec(hidden=True):
 ])
 def test_feedback_says_what_happened_without_assert_noise(found, points, says):
     assert grade.feedback(_spec(), {"questions": {"exercise_1": found}}) == {"exercise_1": (points, says)}
+
+
+def test_a_chinese_graders_feedback_is_chinese_and_its_columns_stay_the_same():
+    """questions.json names the notebook's language: the feedback's own words follow it, the verdicts are quoted."""
+    found = {"missing": [], "public": {"passed": True, "message": "正确！"}, "hidden": {"passed": False, "message": "还不对"}}
+    points, says = grade.feedback({**_spec(), "language": ZH_CN}, {"questions": {"exercise_1": found}})["exercise_1"]
+    assert points == 0 and says == "exercise_1: 通过了自检，但没有通过留出的测试用例：还不对"
+    missing = grade.feedback({**_spec(), "language": ZH_CN}, {"questions": {"exercise_1": {"missing": ["f"]}}})
+    assert missing["exercise_1"][1] == "exercise_1: `f` 没有定义：它所在的单元格运行过吗？"
 
 
 def test_tampering_scores_zero():

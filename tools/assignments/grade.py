@@ -1,6 +1,6 @@
 """Grades a class without Docker (`make grade`): one folder of submissions in, a gradebook out.
 
-Usage: python tools/assignments/grade.py NN_name SUBMISSIONS RESULTS [--timeout SECONDS] [--jobs N]
+Usage: python tools/assignments/grade.py [zh/]NN_name SUBMISSIONS RESULTS [--timeout SECONDS] [--jobs N]
                                          [--assignments build/assignments]
 
 ``SUBMISSIONS`` holds one entry per student: a folder (``alice/00_start_here.ipynb``; the student is
@@ -27,6 +27,8 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import csv
+import functools
+import gettext
 import hashlib
 import json
 import os
@@ -48,6 +50,15 @@ RUNNER = HERE / "grade_runner.py"
 DEFAULT_TIMEOUT = 600            # seconds per student: a notebook's run is well under a minute
 PLACEHOLDER = "_Type your answer here, replacing this text._"
 RECORD = "grader-manifest.sha256"   # beside grader/, written by make assignments
+LOCALE = HERE / "locale"             # the assignments domain (tools/i18n.py): the feedback in a translated edition
+
+
+@functools.lru_cache(maxsize=None)
+def translator(language: str = "en"):
+    """The feedback's ``gettext`` in ``language`` (the grader's ``questions.json`` names it; English: as written)."""
+    if language == "en":
+        return lambda message: message
+    return gettext.translation("assignments", localedir=str(LOCALE), languages=[language], fallback=True).gettext
 
 
 class Tampered(SystemExit):
@@ -159,7 +170,8 @@ def written_answers(submission, spec: dict) -> dict[str, str | None]:
     for written, index in zip(spec["written"], prompts + [None] * len(spec["written"])):
         after = [c for c in cells[index + 1:index + 2] if c.cell_type == "markdown"] if index is not None else []
         text = after[0].source.strip() if after else ""
-        found[written["name"]] = None if not text or text == PLACEHOLDER or "END QUESTION" in text else text
+        blank = (PLACEHOLDER, spec.get("placeholder", PLACEHOLDER))      # otter's, or the translated edition's
+        found[written["name"]] = None if not text or text in blank or "END QUESTION" in text else text
     return found
 
 
@@ -266,33 +278,40 @@ def in_memory_tampering(expected: dict, report: dict) -> list[str]:
 
 
 def feedback(spec: dict, report: dict) -> dict[str, tuple[float, str]]:
-    """Each exercise's points and what the student reads about it."""
+    """Each exercise's points and what the student reads about it (in the language of the grader's notebook)."""
+    _ = translator(spec.get("language", "en"))
     out = {}
     for question in spec["questions"]:
         name, points = question["name"], float(question["points"])
         found = report["questions"].get(name, {})
         error = found.get("cell_error")
-        ran = f" (its cell raised {error})" if error else ""
+        ran = _(" (its cell raised {error})").format(error=error) if error else ""
         if found.get("missing"):
-            names = " and ".join(f"`{n}`" for n in found["missing"])
-            verb = "is" if len(found["missing"]) == 1 else "are"
-            out[name] = (0.0, f"{name}: {names} {verb} not defined: did its cell run?{ran}")
+            if len(found["missing"]) == 1:
+                says = _("`{name}` is not defined: did its cell run?").format(name=found["missing"][0])
+            else:
+                names = " and ".join(f"`{n}`" for n in found["missing"])
+                says = _("{names} are not defined: did their cells run?").format(names=names)
+            out[name] = (0.0, f"{name}: {says}{ran}")
             continue
         public, hidden = found.get("public"), found.get("hidden")
         if public is None:
-            out[name] = (0.0, f"{name}: no answer cell found (a code cell calling check_exercise_{question['number']})")
+            out[name] = (0.0, f"{name}: " + _("no answer cell found (a code cell calling check_exercise_{number})").format(
+                number=question["number"]))
         elif not public["passed"]:
-            out[name] = (0.0, f"{name}: {public['message']}" + (f"\n(Its cell raised {error}.)" if error else ""))
+            out[name] = (0.0, f"{name}: {public['message']}"
+                         + (_("\n(Its cell raised {error}.)").format(error=error) if error else ""))
         elif question["hidden"] and not (hidden and hidden["passed"]):
-            message = hidden["message"] if hidden else "the held-out cases did not run"
-            out[name] = (0.0, f"{name}: passes the self-check, but not the held-out cases: {message}")
+            message = hidden["message"] if hidden else _("the held-out cases did not run")
+            out[name] = (0.0, f"{name}: " + _("passes the self-check, but not the held-out cases: {message}").format(
+                message=message))
         else:
             out[name] = (points, f"{name}: {public['message']}")
     if report.get("tampered"):
         shown = ", ".join(report["tampered"][:5])
-        out = {name: (0.0, f"{name}: not counted (below).") for name in out}
-        out["tampering"] = (0.0, f"The answers replaced what the checks rely on ({shown}): every exercise scores 0; "
-                                 "ask the instructor to review it.")
+        out = {name: (0.0, f"{name}: " + _("not counted (below).")) for name in out}
+        out["tampering"] = (0.0, _("The answers replaced what the checks rely on ({shown}): every exercise scores 0; "
+                                   "ask the instructor to review it.").format(shown=shown))
     return out
 
 
@@ -326,9 +345,11 @@ def grade_one(grader: dict, stem: str, student: str, path: Path | None, why: str
         row[w["name"]] = "to grade" if written.get(w["name"]) else ("no answer" if report is not None else "")
     row["total"] = sum(points for name, (points, _) in scores.items() if name != "tampering")
     row["status"] = status
-    lines = [text for _, text in scores.values() if text] if report is not None else [f"Not graded: {why}. Score 0."]
-    lines += [f"{w['name']}: to be graded by hand ({w['points']} points)." for w in spec["written"]
-              if written.get(w["name"])]
+    _ = translator(spec.get("language", "en"))
+    lines = ([text for _points, text in scores.values() if text] if report is not None
+             else [_("Not graded: {why}. Score 0.").format(why=why)])
+    lines += [f"{w['name']}: " + _("to be graded by hand ({points} points).").format(points=w["points"])
+              for w in spec["written"] if written.get(w["name"])]
     row["feedback"] = "\n\n".join(lines)
     (folder / "feedback.txt").write_text(f"{stem}, {student}: {row['total']:g} / {max_points(spec):g}\n\n"
                                          + row["feedback"] + "\n")
@@ -343,7 +364,7 @@ def max_points(spec: dict) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("notebook", help="NN_name, e.g. 00_start_here")
+    parser.add_argument("notebook", help="NN_name, e.g. 00_start_here; zh/NN_name for the Chinese edition")
     parser.add_argument("submissions", type=Path)
     parser.add_argument("results", type=Path)
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per student")
@@ -353,8 +374,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the SHA-256 of the grader's manifest that make assignments printed (default: the one "
                              "it recorded beside the grader folder)")
     args = parser.parse_args(argv)
-    stem = Path(args.notebook).stem
-    grader = load_grader(args.assignments / stem / "grader", args.manifest or None)
+    stem = Path(args.notebook).stem            # zh/00_start_here: the Chinese edition's, in build/assignments/zh/
+    grader = load_grader(args.assignments / Path(args.notebook).parent / stem / "grader", args.manifest or None)
     spec = grader["spec"]
     print(f"grading {stem} with the grader manifest SHA-256 {grader['manifest']} "
           f"(checked against {grader['checked_against']})", flush=True)

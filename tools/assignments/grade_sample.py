@@ -6,7 +6,10 @@
    ``otter run``.
 2. The documented ``make grade`` command grades the other notebooks of the sample (03 and 13), with
    only ``NB``, ``SUBMISSIONS`` and ``RESULTS`` changed.
-3. Every gradebook must match the sample's expected scores (``build/sample-class/NN_name.expected.csv``,
+3. The Chinese edition's class of 00 (``sample_class.py --language zh_CN``: reference, untouched, wrong) is
+   graded by the same command with ``NB=zh/00_start_here`` (and ``zh/`` in its folders), and its feedback
+   must hold the self-checks' Chinese verdicts.
+4. Every gradebook must match the sample's expected scores (``build/sample-class/NN_name.expected.csv``,
    written by ``sample_class.py``) student by student, exercise by exercise; the documented
    ``otter run`` must have scored the reference submission in full.
 
@@ -29,6 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "instructors.md"
 SAMPLE = ("00_start_here", "03_keras_layers", "13_recipes")
+CHINESE_SAMPLE = "zh/00_start_here"          # the Chinese edition's class: a few submissions of 00
+CJK = re.compile(r"[\u3400-\u9fff]")
 
 
 def commands(doc: Path = DOC) -> list[str]:
@@ -94,12 +99,21 @@ def main(argv: list[str] | None = None) -> int:
         if stem not in graded:
             graded[stem] = for_notebook(documented, stem)
             timings.append((graded[stem][:70], run(graded[stem])))
+    language, stem = CHINESE_SAMPLE.split("/")
+    write_chinese = f"{sys.executable} tools/assignments/sample_class.py --language zh_CN {stem}"
+    timings.append((write_chinese[-60:], run(write_chinese)))
+    graded[CHINESE_SAMPLE] = for_notebook(documented, CHINESE_SAMPLE)
+    timings.append((graded[CHINESE_SAMPLE][:70], run(graded[CHINESE_SAMPLE])))
     failures = []
     for stem, command in graded.items():
         problems = compare(results_of(command) / "gradebook.csv", ROOT / "build" / "sample-class" / f"{stem}.expected.csv")
         failures += [f"{stem}: {p}" for p in problems]
         with open(results_of(command) / "gradebook.csv") as handle:
-            seconds = [float(row["seconds"]) for row in csv.DictReader(handle) if float(row["seconds"]) > 0]
+            rows = list(csv.DictReader(handle))
+        seconds = [float(row["seconds"]) for row in rows if float(row["seconds"]) > 0]
+        if stem == CHINESE_SAMPLE:           # the setup line chose zh_CN: the verdicts a student reads are Chinese
+            failures += [f"{stem} {row['student']}: feedback not in Chinese: {row['feedback'][:200]!r}"
+                         for row in rows if row["status"] == "graded" and not CJK.search(row["feedback"])]
         print(f"{stem}: {len(seconds)} submissions run, {sum(seconds) / max(1, len(seconds)):.0f} s each on average "
               f"(the longest {max(seconds, default=0):.0f} s); gradebook "
               + ("matches the expected scores" if not problems else f"differs in {len(problems)} place(s)"))

@@ -26,7 +26,16 @@ One source of truth: everything is generated from the workbook's notebooks and t
    SHA-256 of each of its files; prints the manifest's own SHA-256 and records it beside the folder
    (``grader-manifest.sha256``), where ``make grade`` checks it.
 
-Usage: python tools/assignments/make_assignments.py [--out build/assignments] [--run-tests] [NN_name ...]
+The Chinese edition is built the same way from ``notebooks/zh/NN_name.ipynb`` into ``<out>/zh/NN_name/``
+(``--language``: ``all``, the default, ``en`` or ``zh_CN``). Its lesson, prompts and answer cells are the
+Chinese notebook's (whose setup line chooses zh_CN, so the self-checks' verdicts are Chinese), and what the
+generator and otter write into a student's notebook (the written question's prompt and answer placeholder,
+the tests' messages, the Colab cell's comments, otter's initialisation comment) comes from the
+``assignments`` gettext domain, ``tools/assignments/locale/`` (tools/i18n.py extracts every ``_("...")`` of
+this file into it); a written question's Chinese prompt is ``prompt_zh_CN`` in points.toml.
+
+Usage: python tools/assignments/make_assignments.py [--out build/assignments] [--language all|en|zh_CN]
+                                                    [--run-tests] [NN_name ...]
 
 ``--run-tests`` lets otter assign also execute each solutions notebook and check that every test
 passes (about a notebook's run time each); ``make test-assignments`` grades a sample instead.
@@ -38,6 +47,8 @@ import ast
 import builtins
 import copy
 import dataclasses
+import functools
+import gettext
 import hashlib
 import io
 import json
@@ -58,6 +69,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT / "tools") not in sys.path:
     sys.path.insert(0, str(ROOT / "tools"))
+from nblint import EDITIONS as NBLINT_EDITIONS  # noqa: E402  (each edition's words: 练习, 参考答案)
 from nblint import bound_names  # noqa: E402  (the linter's reading of what a cell defines)
 import project_home  # noqa: E402  (the workbook's home, from pyproject.toml: what the Colab version clones)
 
@@ -69,8 +81,18 @@ POINTS_TABLE = Path(__file__).with_name("points.toml")   # the instructor's tabl
 # the zip's environment.yml, which otter fills from them); gradlab itself travels in the zip, so nothing is
 # installed by name (gradlab-tf is not on PyPI yet, and the name gradlab on PyPI is another project's).
 RUNTIME_PINS = ("tensorflow-cpu", "tensorflow", "keras", "numpy", "matplotlib", "ipywidgets", "scikit-learn")
-TITLE = r"^(?:#{{2,6}}\s+|\*\*)Exercise\s+{n}\b"
-ANNOUNCEMENT = re.compile(r"^\*\*Solution\*\*( \(click to expand the hidden cell below\))?")
+TITLE = r"^(?:#{{2,6}}\s+|\*\*){word}\s+{n}\b"
+#: The languages the edition is built in: language -> the folder of its notebooks under notebooks/ and of its
+#: assignments under the output ("" for English), as tools/i18n.py's EDITIONS names them.
+LANGUAGES = {"en": "", "zh_CN": "zh"}
+LOCALE = Path(__file__).with_name("locale")      # the assignments domain: what the generator writes, translated
+DOMAIN = "assignments"
+#: The workbook's "**Solution** ..." announcement above a solution cell, per language.
+ANNOUNCEMENTS = {"en": re.compile(r"^\*\*Solution\*\*( \(click to expand the hidden cell below\))?"),
+                 "zh_CN": re.compile(r"^\*\*参考答案\*\*(（见?下一个单元格，[^）]*）)?")}
+#: What otter writes into a student's notebook, replaced in a translated edition.
+OTTER_INIT_COMMENT = "# Initialize Otter"
+PLACEHOLDER = "_Type your answer here, replacing this text._"
 SOLUTION_HEADER = re.compile(r"^#\s*(?:@title\s+)?(Solution\b.*)$")
 BADGE = re.compile(r"^\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)\n?", re.M)
 SOLUTION_SUFFIX = "_solution"
@@ -79,6 +101,37 @@ CLASS_SUFFIX = "Solution"
 
 class ConventionError(ValueError):
     """A notebook does not follow the conventions the edition is generated from; says what to change."""
+
+
+@functools.lru_cache(maxsize=None)
+def translator(language: str = "en"):
+    """The ``gettext`` of the assignments domain in ``language`` (English: the message itself).
+
+    Example:
+      >>> translator("en")("Run this cell first.")
+      'Run this cell first.'
+    """
+    if language not in LANGUAGES:
+        raise ValueError(f"language must be one of {sorted(LANGUAGES)}; got {language!r}")
+    if language == "en":
+        return lambda message: message
+    try:
+        return gettext.translation(DOMAIN, localedir=str(LOCALE), languages=[language]).gettext
+    except OSError as error:
+        raise ConventionError(f"no {DOMAIN}.mo for {language} in {LOCALE}: run `make translations`") from error
+
+
+def notebooks_folder(language: str = "en") -> Path:
+    """Where the notebooks of ``language`` are: ``notebooks/``, or ``notebooks/zh/`` for Chinese."""
+    return NOTEBOOKS / LANGUAGES[language] if LANGUAGES[language] else NOTEBOOKS
+
+
+def edition_words(language: str = "en") -> tuple[str, str]:
+    """The title word of an exercise and the solution announcement's, in ``language`` (nblint's EDITIONS)."""
+    if language == "en":
+        return "Exercise", "Solution"
+    words = NBLINT_EDITIONS[LANGUAGES[language]]
+    return words["parts"]["Exercise"], words["solution"]
 
 
 @dataclasses.dataclass
@@ -95,6 +148,7 @@ class Question:
     checks: list[str]           # the self-check calls, e.g. "check_exercise_1(scale_and_clip)"
     params: list[str]           # the notebook names the test reads from the graded notebook
     notes: str | None = None    # the workbook's "**Solution** ..." note, kept for the instructor only
+    language: str = "en"        # the notebook's: the language of the test's own messages
     points: float = 1           # from points.toml
     hidden: bool = False        # its check takes a seed: held-out cases decide the grade
 
@@ -135,8 +189,10 @@ class Question:
         checks = ", ".join(sorted({call.split("(")[0] for call in self.checks}))
         # otter passes None for a name the notebook never defined (its cell failed): say so, not a TypeError.
         starter_none = set(re.findall(r"^(\w+) = None\b", self.starter, re.M))
+        _ = translator(self.language)
+        undefined = _("`{name}` is not defined: did its cell run?")
         defined = "".join(f"    if {name} is None:\n"
-                          f"        raise AssertionError(\"`{name}` is not defined: did its cell run?\")\n"
+                          f"        raise AssertionError({json.dumps(undefined.format(name=name), ensure_ascii=False)})\n"
                           for name in self.params if name not in starter_none)
         calls = "".join("    shown = io.StringIO()\n"
                         "    with contextlib.redirect_stdout(shown):\n"
@@ -214,9 +270,11 @@ def _free_names(call: ast.Call) -> list[str]:
     return names
 
 
-def _prompt(cells, exercise: int, number: int, floor: int, path: Path) -> tuple[int, str, list[str]]:
+def _prompt(cells, exercise: int, number: int, floor: int, path: Path,
+            language: str = "en") -> tuple[int, str, list[str]]:
     """Where the exercise's statement starts: (cell index, text before the title in that cell, prompt)."""
-    title = re.compile(TITLE.format(n=number), re.M)
+    word = edition_words(language)[0]
+    title = re.compile(TITLE.format(word=re.escape(word), n=number), re.M)
     index = exercise - 1
     while index > floor and cells[index]["cell_type"] == "markdown":
         text = _source(cells[index])
@@ -225,12 +283,16 @@ def _prompt(cells, exercise: int, number: int, floor: int, path: Path) -> tuple[
             prompt = [text[match.start():]] + [_source(c) for c in cells[index + 1:exercise]]
             return index, text[:match.start()], prompt
         index -= 1
-    raise ConventionError(f"{path.name}: no Markdown title 'Exercise {number}' (a heading or bold) "
+    raise ConventionError(f"{path.name}: no Markdown title '{word} {number}' (a heading or bold) "
                           f"in the Markdown cells right above its exercise cell (cell {exercise})")
 
 
-def read_questions(path: Path) -> tuple[nbformat.NotebookNode, list[tuple[int, int, str, Question]]]:
-    """The notebook and its exercises as (first cell, last cell, text kept before the title, question)."""
+def read_questions(path: Path, language: str = "en") -> tuple[nbformat.NotebookNode, list[tuple[int, int, str, Question]]]:
+    """The notebook and its exercises as (first cell, last cell, text kept before the title, question).
+
+    ``language``: the notebook's (its exercise titles and solution announcements are in it).
+    """
+    announcement = ANNOUNCEMENTS[language]
     notebook = nbformat.read(path, as_version=4)
     cells = notebook.cells
     exercises = [i for i, c in enumerate(cells) if c.cell_type == "code" and "exercise" in _tags(c)]
@@ -246,13 +308,14 @@ def read_questions(path: Path) -> tuple[nbformat.NotebookNode, list[tuple[int, i
                                   f"'solution' before the next exercise; found {len(solutions)}")
         solution_index = solutions[0]
         between = cells[exercise + 1:solution_index]
-        if any(c.cell_type != "markdown" or not ANNOUNCEMENT.match(_source(c)) for c in between):
+        if any(c.cell_type != "markdown" or not announcement.match(_source(c)) for c in between):
             raise ConventionError(f"{path.name}: between the exercise (cell {exercise}) and its solution "
-                                  f"(cell {solution_index}) only the '**Solution** ...' announcement may stand")
+                                  f"(cell {solution_index}) only the '**{edition_words(language)[1]}** ...' "
+                                  "announcement may stand")
         question = _question(path, _source(cells[exercise]), _source(cells[solution_index]), module,
-                             notes=[_source(c) for c in between])
+                             notes=[_source(c) for c in between], language=language)
         module = question.module
-        start, before, question.prompt = _prompt(cells, exercise, question.number, floor, path)
+        start, before, question.prompt = _prompt(cells, exercise, question.number, floor, path, language)
         found.append((start, solution_index, before, question))
         floor = solution_index
     numbers = [q.number for *_, q in found]
@@ -261,7 +324,8 @@ def read_questions(path: Path) -> tuple[nbformat.NotebookNode, list[tuple[int, i
     return notebook, found
 
 
-def _question(path: Path, starter_cell: str, solution_cell: str, module: str | None, notes: list[str]) -> Question:
+def _question(path: Path, starter_cell: str, solution_cell: str, module: str | None, notes: list[str],
+              language: str = "en") -> Question:
     statements = _statements(starter_cell)
     checks = [(node, text) for node, text in statements if _check_call(node) is not None]
     numbers = {_check_call(node) for node, _ in checks}
@@ -317,11 +381,12 @@ def _question(path: Path, starter_cell: str, solution_cell: str, module: str | N
         params += [name for name in _free_names(node.value) if name not in params]
     # The workbook's note on its solution, for the instructor only, unless it is just the announcement or
     # speaks of the `_solution` names (which the instructor's solution does not use).
-    remarks = [ANNOUNCEMENT.sub("", text, count=1).strip() for text in notes]
-    note = "\n\n".join(f"**Solution**{r}" for r in remarks if r.strip(" .") and SOLUTION_SUFFIX not in r) or None
+    remarks = [ANNOUNCEMENTS[language].sub("", text, count=1).strip() for text in notes]
+    word = edition_words(language)[1]
+    note = "\n\n".join(f"**{word}**{r}" for r in remarks if r.strip(" .。") and SOLUTION_SUFFIX not in r) or None
     return Question(number=number, module=module, prompt=[], head="".join(texts[:first]),
                     starter="".join(texts[first:last + 1]), tail="".join(texts[last + 1:]),
-                    solution=solution, checks=calls, params=params, notes=note)
+                    solution=solution, checks=calls, params=params, notes=note, language=language)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -333,6 +398,25 @@ def helpers() -> list[Path]:
     (notebooks/zh/ and their catalogs, notebooks/locale/; tools/i18n.py), which an English assignment has no use for."""
     return sorted(p for p in NOTEBOOKS.iterdir() if p.suffix != ".ipynb" and not p.name.startswith((".", "_"))
                   and p.name not in ("zh", "locale"))
+
+
+def copy_helpers(folder: Path, language: str = "en") -> list[str]:
+    """Copies :func:`helpers` into ``folder``; a translated edition also gets ``locale/<language>/LC_MESSAGES/workbook.mo``
+    (what its setup line and the self-checks' verdicts read). Returns the top-level names copied."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
+    folder.mkdir(parents=True, exist_ok=True)
+    for helper in helpers():
+        if helper.is_dir():
+            shutil.copytree(helper, folder / helper.name, ignore=ignore)
+        else:
+            shutil.copy2(helper, folder / helper.name)
+    names = [p.name for p in helpers()]
+    if language != "en":
+        mo = Path("locale") / language / "LC_MESSAGES" / "workbook.mo"
+        (folder / mo).parent.mkdir(parents=True)
+        shutil.copy2(NOTEBOOKS / mo, folder / mo)
+        names.append("locale")
+    return names
 
 
 def runtime_requirements() -> str:
@@ -353,8 +437,8 @@ def otter_version() -> str:
     raise SystemExit(f"{TOOL_REQUIREMENTS}: no 'otter-grader==<version>' line")
 
 
-def _config(stem: str) -> str:
-    files = "".join(f"  - {p.name}\n" for p in helpers())
+def _config(stem: str, language: str = "en") -> str:
+    files = "".join(f"  - {p.name}\n" for p in helpers()) + ("  - locale\n" if language != "en" else "")
     return ("# ASSIGNMENT CONFIG\n"
             f"name: {stem}\n"
             "requirements: requirements.txt\n"
@@ -397,7 +481,10 @@ def points_table(path: Path = POINTS_TABLE) -> dict:
 
 
 def written_questions(stem: str, table: dict | None = None) -> list[dict]:
-    """The written (hand-graded) questions of notebook ``stem``, as the table states them."""
+    """The written (hand-graded) questions of notebook ``stem``, as the table states them.
+
+    A question's ``prompt`` is English; ``prompt_zh_CN`` is its prompt in the Chinese edition.
+    """
     table = points_table() if table is None else table
     written = table.get(stem, {}).get("written", [])
     for question in written:
@@ -441,9 +528,22 @@ def seed(table: dict | None = None) -> int:
     return int(table.get("hidden", {}).get("seed", secrets.randbelow(2**31)))
 
 
-def source_notebook(path: Path, held_out: int = 0) -> tuple[nbformat.NotebookNode, list[Question]]:
-    """otter's source notebook for the workbook notebook at ``path``, and its questions."""
-    notebook, found = read_questions(path)
+def written_prompt(question: dict, language: str = "en") -> str:
+    """A written question's prompt in ``language``: ``prompt_<language>`` in points.toml (else, with a warning, the English)."""
+    if language == "en":
+        return question["prompt"]
+    prompt = question.get(f"prompt_{language}")
+    if not prompt:
+        print(f"warning: {POINTS_TABLE.name}: {question['name']} has no prompt_{language}; its English prompt stands "
+              f"in the {language} edition")
+        return question["prompt"]
+    return prompt
+
+
+def source_notebook(path: Path, held_out: int = 0, language: str = "en") -> tuple[nbformat.NotebookNode, list[Question]]:
+    """otter's source notebook for the workbook notebook at ``path`` (in ``language``), and its questions."""
+    _ = translator(language)
+    notebook, found = read_questions(path, language)
     table = points_table()
     _apply_table(path.stem, [q for *_, q in found], table)
     written = written_questions(path.stem, table)
@@ -453,7 +553,7 @@ def source_notebook(path: Path, held_out: int = 0) -> tuple[nbformat.NotebookNod
             raise ConventionError(f"{POINTS_TABLE.name}: {path.stem}'s {question['name']} follows "
                                   f"{question['after']!r}, which is not one of {sorted(names)}")
     cells = notebook.cells
-    out = [_raw(_config(path.stem))]
+    out = [_raw(_config(path.stem, language))]
     spans = {start: (end, before, question) for start, end, before, question in found}
     _require_own_imports(path, cells)
     index = 0
@@ -482,8 +582,8 @@ def source_notebook(path: Path, held_out: int = 0) -> tuple[nbformat.NotebookNod
             out.append(_raw("# END QUESTION"))
             for extra in (w for w in written if w["after"] == question.name):
                 out += [_raw(f"# BEGIN QUESTION\nname: {extra['name']}\nmanual: true\npoints: {_points(extra['points'])}"),
-                        nbformat.v4.new_markdown_cell(extra["prompt"]), _raw("# BEGIN SOLUTION"),
-                        nbformat.v4.new_markdown_cell("_Graded by hand: the instructor's reading._"),
+                        nbformat.v4.new_markdown_cell(written_prompt(extra, language)), _raw("# BEGIN SOLUTION"),
+                        nbformat.v4.new_markdown_cell(_("_Graded by hand: the instructor's reading._")),
                         _raw("# END SOLUTION"), _raw("# END QUESTION")]
             index = end + 1
             continue
@@ -519,24 +619,25 @@ def colab_repository(table: dict | None = None) -> str:
     return repository.strip()
 
 
-def repository_origin(repository: str, table: dict | None = None) -> str:
-    """Where ``repository`` comes from, as ``make assignments`` and the Colab cell say it."""
+def repository_origin(repository: str, table: dict | None = None, language: str = "en") -> str:
+    """Where ``repository`` comes from, as ``make assignments`` and the Colab cell say it (in ``language``)."""
     table = points_table() if table is None else table
+    _ = translator(language)
     if "repository" in table.get("colab", {}):
-        return f"[colab] repository in {POINTS_TABLE.name}"
+        return _("[colab] repository in {table}").format(table=POINTS_TABLE.name)
     if repository == project_home.HOMEPAGE:
-        return f"pyproject.toml's Homepage; set [colab] repository in {POINTS_TABLE.name} to change it"
-    return "the repository this edition was built for"
+        return _("pyproject.toml's Homepage; set [colab] repository in {table} to change it").format(table=POINTS_TABLE.name)
+    return _("the repository this edition was built for")
 
 
 def colab_cell(notebook_path: Path, tests: dict[str, str], repository: str | None = None,
-               commit: str | None = None) -> str:
+               commit: str | None = None, language: str = "en") -> str:
     """The Colab version's first cell: the workbook at ``commit`` from ``repository``, then otter-grader and the tests.
 
     ``repository`` defaults to :func:`colab_repository` and ``commit`` to the full hash of ``HEAD``, the commit
     the autograder is built from; both are baked in, since nothing can be set on Colab before the cell runs.
     The clone is checked out at that commit; a clone that lacks it (a shallow one, or one made earlier)
-    fetches it first.
+    fetches it first. Its comments are in ``language``.
     """
     workbook = nbformat.read(notebook_path, as_version=4)
     own = [c for c in workbook.cells if c.cell_type == "code" and "colab" in _tags(c)]
@@ -548,23 +649,32 @@ def colab_cell(notebook_path: Path, tests: dict[str, str], repository: str | Non
         raise ConventionError(f"the Colab version pins the workbook to a commit: {commit!r} is not a full commit "
                               "hash (build the edition in a git clone of the workbook)")
     files = json.dumps(tests, indent=4)
-    return ("# Run this cell first. On Colab it fetches the workbook at the commit this assignment was built from,\n"
-            "# installs gradlab and otter-grader, and puts this assignment's tests beside the notebook (elsewhere\n"
-            "# it writes the tests if they are missing).\n"
+    _ = translator(language)
+    comment = {
+        "first": _("# Run this cell first. On Colab it fetches the workbook at the commit this assignment was built from,\n"
+                   "# installs gradlab and otter-grader, and puts this assignment's tests beside the notebook (elsewhere\n"
+                   "# it writes the tests if they are missing).\n"),
+        "commit": _("the autograder's"),
+        "shallow": _("a shallow or older clone"),
+        "helpers": _("the workbook's helper modules"),
+        "otter": _("the version the autograder was built with"),
+        "tests": _("where otter has put them (grading, the student folder), they stay"),
+    }
+    return (comment["first"] +
             "import os\nimport subprocess\nimport sys\n\n"
             'if "google.colab" in sys.modules or os.environ.get("GRADLAB_COLAB") == "1":\n'
-            f"    repository = {json.dumps(repository)}   # {repository_origin(repository)}\n"
-            f"    commit = {json.dumps(commit)}   # the autograder's\n"
+            f"    repository = {json.dumps(repository)}   # {repository_origin(repository, language=language)}\n"
+            f"    commit = {json.dumps(commit)}   # {comment['commit']}\n"
             '    git = ["git", "-C", "gradlab-workbook"]\n'
             '    if not os.path.isdir("gradlab-workbook"):\n'
             '        subprocess.run(["git", "clone", "-q", repository, "gradlab-workbook"], check=True)\n'
             '    if subprocess.run(git + ["cat-file", "-e", commit + "^{commit}"], capture_output=True).returncode:\n'
-            "        subprocess.run(git + [\"fetch\", \"-q\", \"origin\", commit], check=True)   # a shallow or older clone\n"
+            f"        subprocess.run(git + [\"fetch\", \"-q\", \"origin\", commit], check=True)   # {comment['shallow']}\n"
             '    subprocess.run(git + ["-c", "advice.detachedHead=false", "checkout", "-q", commit], check=True)\n'
             '    %pip install -q "./gradlab-workbook[notebook]"\n'
-            '    sys.path.insert(0, os.path.abspath("gradlab-workbook/notebooks"))   # the workbook\'s helper modules\n'
-            f'    %pip install -q "otter-grader=={otter_version()}"   # the version the autograder was built with\n'
-            "if not os.path.isdir(\"tests\"):          # where otter has put them (grading, the student folder), they stay\n"
+            f'    sys.path.insert(0, os.path.abspath("gradlab-workbook/notebooks"))   # {comment["helpers"]}\n'
+            f'    %pip install -q "otter-grader=={otter_version()}"   # {comment["otter"]}\n'
+            f"if not os.path.isdir(\"tests\"):          # {comment['tests']}\n"
             "    os.makedirs(\"tests\")\n"
             f"    for name, text in {textwrap.indent(files, '    ').lstrip()}.items():\n"
             "        with open(os.path.join(\"tests\", name), \"w\") as test_file:\n"
@@ -572,7 +682,8 @@ def colab_cell(notebook_path: Path, tests: dict[str, str], repository: str | Non
 
 
 def colab_notebook(student: nbformat.NotebookNode, notebook_path: Path, tests: dict[str, str],
-                   repository: str | None = None, commit: str | None = None) -> nbformat.NotebookNode:
+                   repository: str | None = None, commit: str | None = None,
+                   language: str = "en") -> nbformat.NotebookNode:
     """The student notebook with the Colab cell first and otter opened without a notebook path."""
     colab = copy.deepcopy(student)
     init = [c for c in colab.cells if c.cell_type == "code" and re.search(r"^grader = otter\.Notebook\(", _source(c), re.M)]
@@ -580,7 +691,7 @@ def colab_notebook(student: nbformat.NotebookNode, notebook_path: Path, tests: d
         raise ConventionError("the student notebook has no otter initialisation cell")
     # On Colab the notebook is not a file beside the kernel: otter reads the tests from ./tests.
     init[0].source = re.sub(r"otter\.Notebook\([^)]*\)", 'otter.Notebook(tests_dir="tests")', _source(init[0]))
-    cell = nbformat.v4.new_code_cell(colab_cell(notebook_path, tests, repository, commit))
+    cell = nbformat.v4.new_code_cell(colab_cell(notebook_path, tests, repository, commit, language))
     cell.metadata["tags"] = ["colab"]
     colab.cells.insert(0, cell)
     return colab
@@ -590,18 +701,14 @@ def colab_notebook(student: nbformat.NotebookNode, notebook_path: Path, tests: d
 # Running otter assign
 # ------------------------------------------------------------------------------------------------
 
-def stage(path: Path, out: Path, held_out: int = 0) -> tuple[Path, list[Question]]:
+def stage(path: Path, out: Path, held_out: int = 0, language: str = "en") -> tuple[Path, list[Question]]:
     """Writes ``out/<stem>/source/``: otter's source notebook with what it ships beside it."""
-    master, questions = source_notebook(path, held_out)
+    master, questions = source_notebook(path, held_out, language)
     source = out / path.stem / "source"
     shutil.rmtree(out / path.stem, ignore_errors=True)
     source.mkdir(parents=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
-    for helper in helpers():
-        if helper.is_dir():
-            shutil.copytree(helper, source / helper.name, ignore=ignore)
-        else:
-            shutil.copy2(helper, source / helper.name)
+    copy_helpers(source, language)
     shutil.copytree(ROOT / "gradlab", source / "gradlab", ignore=ignore)
     (source / "requirements.txt").write_text(runtime_requirements())
     master_path = source / path.name
@@ -613,25 +720,21 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def grader_copy(path: Path, result: Path, questions: list[Question], held_out: int) -> Path:
+def grader_copy(path: Path, result: Path, questions: list[Question], held_out: int, language: str = "en",
+                placeholder: str = PLACEHOLDER) -> Path:
     """Writes ``grader/``: what ``make grade`` grades with, and ``manifest.json``, its files' SHA-256.
 
     The notebook as handed out (its lesson cells run; only the answer cells come from a submission),
     the check modules and the helpers, and ``questions.json`` (each exercise's checks, the names they
-    read, its points, whether held-out cases decide it; the written questions; the seed).
+    read, its points, whether held-out cases decide it; the written questions; the seed; the notebook's language
+    and the placeholder of a written answer left blank).
     """
     grader = result / "grader"
     shutil.rmtree(grader, ignore_errors=True)
     grader.mkdir()
     shutil.copy2(result / "student" / path.name, grader / path.name)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
-    for helper in helpers():
-        if helper.is_dir():
-            shutil.copytree(helper, grader / "files" / helper.name, ignore=ignore)
-        else:
-            (grader / "files").mkdir(exist_ok=True)
-            shutil.copy2(helper, grader / "files" / helper.name)
-    spec = {"notebook": path.name, "seed": held_out, "commit": commit(),
+    copy_helpers(grader / "files", language)
+    spec = {"notebook": path.name, "seed": held_out, "commit": commit(), "language": language, "placeholder": placeholder,
             "questions": [{"name": q.name, "number": q.number, "module": q.module, "checks": q.checks,
                            "params": q.params, "points": q.points, "hidden": q.hidden} for q in questions],
             "written": [{"name": w["name"], "points": w["points"], "after": w["after"]}
@@ -644,16 +747,34 @@ def grader_copy(path: Path, result: Path, questions: list[Question], held_out: i
     return grader
 
 
+def localize(path: Path, language: str) -> str:
+    """Puts otter's own English in the notebook at ``path`` (student's, solutions) into ``language``; returns the
+    written answers' placeholder."""
+    _ = translator(language)
+    placeholder = _("_Type your answer here, replacing this text._")
+    if language == "en":
+        return placeholder
+    notebook = nbformat.read(path, as_version=4)
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and cell.source.startswith(OTTER_INIT_COMMENT + "\n"):
+            cell.source = "# " + _("Initialize Otter") + cell.source[len(OTTER_INIT_COMMENT):]
+        elif cell.cell_type == "markdown" and cell.source.strip() == PLACEHOLDER:
+            cell.source = placeholder
+    nbformat.write(notebook, path)
+    return placeholder
+
+
 def assign(path: Path, out: Path, run_tests: bool = False, held_out: int | None = None,
-           repository: str | None = None) -> dict[str, Path]:
+           repository: str | None = None, language: str = "en") -> dict[str, Path]:
     """Generates every version of one notebook into ``out/<stem>/``; returns their paths.
 
     ``repository``: what the Colab version clones (default: :func:`colab_repository`, from points.toml).
+    ``language``: the notebook's (``path`` is then ``notebooks/zh/NN_name.ipynb`` for ``"zh_CN"``).
     """
     from otter.assign import main as otter_assign
 
     held_out = seed() if held_out is None else held_out
-    master, questions = stage(path, out, held_out)
+    master, questions = stage(path, out, held_out, language)
     result = out / path.stem
     otter_assign(str(master), str(result), no_pdfs=True, no_run_tests=not run_tests)
     zips = sorted((result / "autograder").glob(f"{path.stem}-autograder_*.zip"))
@@ -661,12 +782,14 @@ def assign(path: Path, out: Path, run_tests: bool = False, held_out: int | None 
         raise SystemExit(f"otter assign left {len(zips)} autograder zips in {result / 'autograder'}")
     zip_path = zips[0].rename(result / "autograder" / f"{path.stem}-autograder.zip")
     student_path = result / "student" / path.name
+    placeholder = localize(student_path, language)
+    localize(result / "autograder" / path.name, language)
     student = nbformat.read(student_path, as_version=4)
     tests = {p.name: p.read_text() for p in sorted((result / "student" / "tests").glob("*.py"))}
     (result / "colab").mkdir()
     colab_path = result / "colab" / path.name
-    nbformat.write(colab_notebook(student, path, tests, repository, full_commit()), colab_path)
-    grader = grader_copy(path, result, questions, held_out)
+    nbformat.write(colab_notebook(student, path, tests, repository, full_commit(), language), colab_path)
+    grader = grader_copy(path, result, questions, held_out, language, placeholder)
     return {"source": master, "student": student_path, "colab": colab_path,
             "solutions": result / "autograder" / path.name, "autograder": zip_path, "grader": grader}
 
@@ -704,13 +827,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", help="notebook stems (default: every notebook)")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--run-tests", action="store_true", help="let otter assign run the tests on each solutions notebook")
+    parser.add_argument("--language", choices=["all", *LANGUAGES], default="all",
+                        help="the edition(s) to build: English into OUT/NN_name, Chinese (zh_CN) into OUT/zh/NN_name")
     args = parser.parse_args(argv)
-    paths = sorted(NOTEBOOKS.glob("*.ipynb"))
-    if args.notebooks:
-        wanted = {Path(n).stem for n in args.notebooks}
-        paths = [p for p in paths if p.stem in wanted]
-        if len(paths) != len(wanted):
-            raise SystemExit(f"no such notebook(s): {sorted(wanted - {p.stem for p in paths})}")
+    languages = list(LANGUAGES) if args.language == "all" else [args.language]
+    jobs = []                                    # (notebook, language, output folder)
+    for language in languages:
+        paths = sorted(notebooks_folder(language).glob("*.ipynb"))
+        if args.notebooks:
+            wanted = {Path(n).stem for n in args.notebooks}
+            paths = [p for p in paths if p.stem in wanted]
+            if len(paths) != len(wanted):
+                raise SystemExit(f"no such notebook(s) in {notebooks_folder(language).relative_to(ROOT)}: "
+                                 f"{sorted(wanted - {p.stem for p in paths})}")
+        jobs += [(path, language, args.out / LANGUAGES[language]) for path in paths]
     logging.getLogger("otter").setLevel(logging.WARNING)
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -722,22 +852,24 @@ def main(argv: list[str] | None = None) -> int:
     if changed:
         print(f"warning: {len(changed)} file(s) differ from that commit ({', '.join(changed[:3])}"
               f"{', ...' if len(changed) > 3 else ''}): the Colab version runs the commit, not your working tree.")
-    for path in paths:
+    for path, language, out in jobs:
         began = time.monotonic()
         try:
-            assign(path, args.out, run_tests=args.run_tests, held_out=held_out, repository=repository)
+            assign(path, out, run_tests=args.run_tests, held_out=held_out, repository=repository, language=language)
         except ConventionError as error:
             raise SystemExit(f"{error}\n(the instructor edition is generated from the workbook's exercise conventions: "
                              "see tools/assignments/make_assignments.py)") from error
-        print(f"{path.stem}: student, colab, autograder, grader in {time.monotonic() - began:.1f} s; grader "
-              f"manifest SHA-256 {sha256(args.out / path.stem / 'grader' / 'manifest.json')}")
+        where = (out / path.stem).relative_to(args.out).as_posix()
+        print(f"{where}: student, colab, autograder, grader in {time.monotonic() - began:.1f} s; grader "
+              f"manifest SHA-256 {sha256(out / path.stem / 'grader' / 'manifest.json')}")
     (args.out / "README.md").write_text(
         f"# gradlab · instructor edition (otter-grader {otter_version()}), generated from commit {commit()}\n\n"
         "Per notebook: `student/` (hand out the folder), `colab/` (the Colab-ready student notebook),\n"
         "`autograder/` (the solutions notebook and `NN_name-autograder.zip` for `otter run` / `otter grade`),\n"
         "`source/` (otter's source notebook), `grader/` (what `make grade` grades with, and its manifest).\n"
+        "`zh/NN_name/`: the same, built from the Chinese notebooks (notebooks/zh/).\n"
         "See docs/instructors.md.\n")
-    print(f"{len(paths)} assignment(s) in {args.out} ({time.monotonic() - started:.0f} s)")
+    print(f"{len(jobs)} assignment(s) in {args.out} ({time.monotonic() - started:.0f} s)")
     return 0
 
 

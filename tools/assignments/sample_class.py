@@ -23,6 +23,10 @@ from the generated student notebook, and ``<out>/NN_name.expected.csv``, the poi
 - ``notes.py``, ``corrupt.ipynb``: not a notebook: 0;
 - for 00, ``overfit/``: an answer that passes the public self-check only: exercise 1 scores 0; and
   ``colab/``: the Colab version, solved (no written answer): full marks.
+
+``--language zh_CN`` writes the Chinese edition's class (``build/assignments/zh/``) into ``<out>/zh/``: only
+``reference/``, ``untouched.ipynb`` and ``wrong/`` (:data:`CHINESE`), enough to show that it grades as the
+English does, within CI's budget.
 """
 from __future__ import annotations
 
@@ -84,6 +88,9 @@ DIFFERENT = {
     },
 }
 
+#: The submissions of the Chinese sample class (make test-assignments grades them, at about 20 s each).
+CHINESE = ("reference", "untouched", "wrong")
+WRITTEN_ANSWER_ZH = "下游的模型读取前向值：如果它变了，损失和后面的每一层看到的都是别的数，自定义的梯度也就不再是所算之物的梯度。"
 WRITTEN_ANSWER = ("A model downstream reads the forward value: if it changed, the loss and every later layer "
                   "would see other numbers, and the custom gradient would no longer be a gradient of what was computed.")
 
@@ -164,9 +171,12 @@ def _cheats(question: edition.Question) -> dict[str, str]:
     }
 
 
-def submissions(stem: str, assignments: Path) -> list[tuple[str, str, object, dict]]:
-    """(entry name, kind, notebook or bytes, expected points per exercise) for one notebook's class."""
-    _, found = edition.read_questions(edition.NOTEBOOKS / f"{stem}.ipynb")
+def submissions(stem: str, assignments: Path, language: str = "en") -> list[tuple[str, str, object, dict]]:
+    """(entry name, kind, notebook or bytes, expected points per exercise) for one notebook's class.
+
+    ``assignments``: the edition's folder (``build/assignments``, or ``build/assignments/zh`` for ``"zh_CN"``).
+    """
+    _, found = edition.read_questions(edition.notebooks_folder(language) / f"{stem}.ipynb", language)
     questions = [q for *_, q in found]
     spec = json.loads((assignments / stem / "grader" / "questions.json").read_text())
     points = {q["name"]: float(q["points"]) for q in spec["questions"]}
@@ -180,8 +190,8 @@ def submissions(stem: str, assignments: Path) -> list[tuple[str, str, object, di
 
     reference = hand_in(student, questions, solutions)
     for cell in reference.cells:                      # the written answers, where the notebook has any
-        if cell.cell_type == "markdown" and cell.source.strip() == "_Type your answer here, replacing this text._":
-            cell.source = WRITTEN_ANSWER
+        if cell.cell_type == "markdown" and cell.source.strip() == spec.get("placeholder", edition.PLACEHOLDER):
+            cell.source = WRITTEN_ANSWER if language == "en" else WRITTEN_ANSWER_ZH
     out.append(("reference", "folder", reference, full))
     out.append(("untouched", "file", student, zero))
     bodies, missed = wrong(stem, questions)
@@ -211,12 +221,14 @@ def submissions(stem: str, assignments: Path) -> list[tuple[str, str, object, di
     return out
 
 
-def write(stem: str, out: Path, assignments: Path) -> Path:
+def write(stem: str, out: Path, assignments: Path, language: str = "en") -> Path:
     folder = out / stem
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     rows = []
-    for name, kind, content, expected in submissions(stem, assignments):
+    for name, kind, content, expected in submissions(stem, assignments, language):
+        if language != "en" and name not in CHINESE:
+            continue
         if kind == "folder":
             (folder / name).mkdir()
             nbformat.write(content, folder / name / f"{stem}.ipynb")
@@ -240,12 +252,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", default=list(SAMPLE))
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--assignments", type=Path, default=edition.OUT)
+    parser.add_argument("--language", choices=list(edition.LANGUAGES), default="en",
+                        help="zh_CN: the Chinese edition's class (from ASSIGNMENTS/zh into OUT/zh; reference, untouched, wrong)")
     args = parser.parse_args(argv)
+    assignments, out = (args.assignments / edition.LANGUAGES[args.language], args.out / edition.LANGUAGES[args.language])
     for stem in args.notebooks:
-        if not (args.assignments / stem / "grader" / "questions.json").exists():
-            raise SystemExit(f"no assignment for {stem} in {args.assignments}: run make assignments first")
-        expected = write(stem, args.out, args.assignments)
-        print(f"{stem}: {sum(1 for _ in (args.out / stem).iterdir())} submissions in {args.out / stem}, "
+        if not (assignments / stem / "grader" / "questions.json").exists():
+            raise SystemExit(f"no assignment for {stem} in {assignments}: run make assignments first")
+        expected = write(stem, out, assignments, args.language)
+        print(f"{stem}: {sum(1 for _ in (out / stem).iterdir())} submissions in {out / stem}, "
               f"expected scores in {expected}")
     return 0
 
