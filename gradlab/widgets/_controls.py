@@ -113,9 +113,16 @@ def is_selection(widget: widgets.ValueWidget) -> bool:
     return widget.has_trait("label") and widget.has_trait("index") and not isinstance(widget.index, tuple)
 
 
+#: The attribute of a selection widget that maps its shown (perhaps translated) labels back to the names a caller
+#: passes: an explorer's repr shows ``backward='identity'`` in every language, a name that can be passed back.
+NAMES = "gradlab_names"
+
+
 def shown_value(widget: widgets.ValueWidget) -> Any:
-    """What the widget shows: a selection's label, any other widget's value."""
-    return widget.label if is_selection(widget) else widget.value
+    """What the widget shows: a selection's option name (in English, as a caller passes it), any other widget's value."""
+    if not is_selection(widget):
+        return widget.value
+    return getattr(widget, NAMES, {}).get(widget.label, widget.label)
 
 
 def _safe_equal(a, b) -> bool:

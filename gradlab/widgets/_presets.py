@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from gradlab import _validation as v
 from gradlab import ops
-from gradlab.widgets._controls import tooltip
+from gradlab.widgets._controls import NAMES, tooltip
 from gradlab.widgets._view import Explorer, explore
 from gradlab.widgets._labels import N_, translated
 
@@ -79,11 +79,14 @@ class Choice:
         return value
 
     def widget(self, value: Any) -> widgets.ValueWidget:
-        # The options' labels are shown translated; the names a user passes (the keys) stay English.
-        return widgets.Dropdown(options=[(translated(name), fn) for name, fn in self.choices.items()],
-                                value=self.choices[value],
-                                description=translated(self.description), **tooltip(translated(self.tooltip)),
-                                style=_STYLE, layout=widgets.Layout(**_LAYOUT))
+        # The options' labels are shown translated; the names a user passes (the keys) stay English, and the
+        # explorer's repr shows them (NAMES).
+        dropdown = widgets.Dropdown(options=[(translated(name), fn) for name, fn in self.choices.items()],
+                                    value=self.choices[value],
+                                    description=translated(self.description), **tooltip(translated(self.tooltip)),
+                                    style=_STYLE, layout=widgets.Layout(**_LAYOUT))
+        setattr(dropdown, NAMES, {translated(name): name for name in self.choices})
+        return dropdown
 
 
 @dataclasses.dataclass(frozen=True)

@@ -567,5 +567,7 @@ def test_every_explorers_labels_are_chinese_under_zh_cn_and_english_otherwise(mo
     assert [label for label, _ in chinese[3].sliders["forward"].options] == ["round", "sign", "阶跃 (x > 0)", "floor"]
     assert [label for label, _ in chinese[3].sliders["backward"].options] == [
         "恒等映射", "tanh", "hard tanh（裁剪到 [-1, 1]）", "sigmoid"]
+    # The repr names the options as a caller passes them, in every language.
+    assert repr(chinese[3]) == repr(english[3]) == "Explorer(forward='round', backward='identity')"
     for explorer in english + chinese:
         explorer.close()
