@@ -49,23 +49,6 @@ def test_exercise_1_explains_mistakes(refused):
     assert "forward value" in out and "you return [-0.16 , -0.265, -0.05 , -0.111]; relu(x) is [0., 0., 0., 0.]" in out
 
 
-@pytest.fixture(scope="module")
-def network():
-    rng = np.random.default_rng(0)
-    shapes = [(4, 6), (6,), (6, 6), (6,), (6, 5), (5,), (5, 10), (10,)]
-    weights = [tf.constant(rng.normal(0, 0.5, s).astype(np.float32)) for s in shapes]
-
-    def forward(w, images, relu=tf.nn.relu):
-        relus = tuple(relu) if isinstance(relu, (tuple, list)) else (relu,) * 3
-        h = tf.reshape(images, [-1, 4])
-        for i in range(3):
-            h = relus[i](tf.matmul(h, w[2 * i]) + w[2 * i + 1])
-        return tf.matmul(h, w[6]) + w[7]
-    images = rng.normal(size=(6, 2, 2, 1)).astype(np.float32)
-    labels = rng.integers(0, 10, 6).astype(np.int32)
-    return forward, weights, images, labels
-
-
 def _saliency_under(forward, weights, top_relu):
     @tf.function
     def saliency(images, labels):
@@ -82,14 +65,14 @@ def _guided_top_relu(t):
         return tf.nn.relu(t)
 
 
-def test_exercise_2_accepts_an_override_on_the_top_relu_only(network, accepted):
-    forward, weights, images, labels = network
+def test_exercise_2_accepts_an_override_on_the_top_relu_only(relu_network, accepted):
+    forward, weights, images, labels = relu_network
     assert accepted(check_exercise_2(_saliency_under(forward, weights, _guided_top_relu), images, labels, forward,
                                      weights)).startswith("Correct!")
 
 
-def test_exercise_2_explains_mistakes_with_a_pixel(network, refused):
-    forward, weights, images, labels = network
+def test_exercise_2_explains_mistakes_with_a_pixel(relu_network, refused):
+    forward, weights, images, labels = relu_network
     out = refused(check_exercise_2(_saliency_under(forward, weights, tf.nn.relu), images, labels, forward, weights))
     assert "plain-gradient maps" in out and "Section 3 shows how to open one." in out
     assert "gradient_override" not in out  # no solution
@@ -116,9 +99,9 @@ def test_exercise_2_explains_mistakes_with_a_pixel(network, refused):
     assert "ZeroDivisionError" in refused(check_exercise_2(lambda imgs, labs: 1 / 0, images, labels, forward, weights))
 
 
-def test_exercise_2_refuses_a_guided_relu_without_an_override(network, refused):
+def test_exercise_2_refuses_a_guided_relu_without_an_override(relu_network, refused):
     # A custom-gradient guided ReLU on top gives the same maps, but the exercise is about override maps.
-    forward, weights, images, labels = network
+    forward, weights, images, labels = relu_network
     out = refused(check_exercise_2(_saliency_under(forward, weights, _own_guided_relu), images, labels, forward,
                                    weights))
     assert "no Relu op in your saliency function carries an override" in out
@@ -138,9 +121,9 @@ def test_exercise_1_refuses_a_hard_coded_gradient(refused):
     assert "the first inputs passed: is the gradient computed from the x and dy of this pass" in out
 
 
-def test_exercise_2_refuses_the_first_images_maps(network, refused):
+def test_exercise_2_refuses_the_first_images_maps(relu_network, refused):
     """The right maps of the first images, returned whatever the images: the mirrored images refuse them."""
-    forward, weights, images, labels = network
+    forward, weights, images, labels = relu_network
     maps = tf.constant(_saliency_under(forward, weights, _guided_top_relu)(images, labels))
     out = refused(check_exercise_2(lambda imgs, labs: maps, images, labels, forward, weights))
     assert out.startswith("Not yet: on other images (the same ones mirrored, other labels), the maps are neither ")
@@ -152,12 +135,12 @@ def _guided(t):
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2024])
-def test_held_out_cases_decide_as_the_public_ones(seed, network):
+def test_held_out_cases_decide_as_the_public_ones(seed, relu_network):
     """The instructor edition's held-out cases (check_exercise_N(..., seed=...)): other inputs, same verdicts."""
     assert check_exercise_1.verdict(_guided, seed=seed).passed
     for wrong in (tf.nn.relu, lambda t: gradlab.map_gradient(t, tf.nn.relu), _own_guided_relu):
         assert not check_exercise_1.verdict(wrong, seed=seed).passed
-    forward, weights, images, labels = network
+    forward, weights, images, labels = relu_network
     assert check_exercise_2.verdict(_saliency_under(forward, weights, _guided_top_relu), images, labels, forward,
                                     weights, seed=seed).passed
     for wrong in (tf.nn.relu, _own_guided_relu):
@@ -165,7 +148,7 @@ def test_held_out_cases_decide_as_the_public_ones(seed, network):
                                             weights, seed=seed).passed
 
 
-def test_held_out_cases_refuse_answers_fitted_to_the_public_ones(network):
+def test_held_out_cases_refuse_answers_fitted_to_the_public_ones(relu_network):
     """Answers fitted to the public cases: guided only for the inputs the public check tries, plain elsewhere."""
     public = [np.random.default_rng(draw).standard_normal(200).astype(np.float32) for draw in (5, 6)]
 
@@ -178,7 +161,7 @@ def test_held_out_cases_refuse_answers_fitted_to_the_public_ones(network):
     assert check_exercise_1.verdict(fitted_1).passed
     assert "this is the plain ReLU gradient" in check_exercise_1.verdict(fitted_1, seed=7).message
 
-    forward, weights, images, labels = network
+    forward, weights, images, labels = relu_network
     right, plain = _saliency_under(forward, weights, _guided_top_relu), _saliency_under(forward, weights, tf.nn.relu)
     seen = [images, np.ascontiguousarray(images[:, :, ::-1])]
 

@@ -136,6 +136,13 @@ def _assert_chinese_verdict(english: str, chinese: str, hint: str) -> None:
     assert sorted(_NUMBER.findall(chinese)) == sorted(_NUMBER.findall(english)), (english, chinese)
 
 
+def _assert_speaks_chinese(monkeypatch, capsys, hint: str, check, *args) -> str:
+    """``check(*args)`` refuses in both languages, and its Chinese verdict (returned) passes the checks above."""
+    english, chinese = _in_both_languages(monkeypatch, capsys, check, *args)
+    _assert_chinese_verdict(english, chinese, hint)
+    return chinese
+
+
 def test_the_straight_through_checks_speak_chinese(monkeypatch, capsys):
     from exercises import straight_through
 
@@ -148,10 +155,9 @@ def test_the_straight_through_checks_speak_chinese(monkeypatch, capsys):
     def ste(x):
         return x + tf.stop_gradient(straight_through.quantize(x) - x)
 
-    english, chinese = _in_both_languages(monkeypatch, capsys, straight_through.check_exercise_1, gradient_case)
-    _assert_chinese_verdict(english, chinese, "这属于第 2 节三种情况中的哪一种")
-    english, chinese = _in_both_languages(monkeypatch, capsys, straight_through.check_exercise_2, ste)
-    _assert_chinese_verdict(english, chinese, "这个技巧会引入舍入误差")
+    _assert_speaks_chinese(monkeypatch, capsys, "这属于第 2 节三种情况中的哪一种",
+                           straight_through.check_exercise_1, gradient_case)
+    _assert_speaks_chinese(monkeypatch, capsys, "这个技巧会引入舍入误差", straight_through.check_exercise_2, ste)
 
 
 def test_the_keras_checks_speak_chinese(monkeypatch, capsys):
@@ -171,10 +177,9 @@ def test_the_keras_checks_speak_chinese(monkeypatch, capsys):
             return keras.ops.clip(upstream, -0.1, 0.1)
         return keras.ops.identity(x), grad
 
-    english, chinese = _in_both_languages(monkeypatch, capsys, keras_layers.check_exercise_1, build_model)
-    _assert_chinese_verdict(english, chinese, "不能在 keras.Input 上调用")
-    english, chinese = _in_both_languages(monkeypatch, capsys, keras_layers.check_exercise_2, clipped_backward)
-    _assert_chinese_verdict(english, chinese, "提示：keras.ops.identity(n) 根据整数 n 构造")
+    _assert_speaks_chinese(monkeypatch, capsys, "不能在 keras.Input 上调用", keras_layers.check_exercise_1, build_model)
+    _assert_speaks_chinese(monkeypatch, capsys, "提示：keras.ops.identity(n) 根据整数 n 构造",
+                           keras_layers.check_exercise_2, clipped_backward)
 
 
 def test_the_surrogate_checks_speak_chinese(monkeypatch, capsys):
@@ -188,71 +193,37 @@ def test_the_surrogate_checks_speak_chinese(monkeypatch, capsys):
     def repaired(x):
         return tf.cast(x > 0, x.dtype), lambda dy: tf.maximum(0.0, 1.0 - tf.abs(x))
 
-    english, chinese = _in_both_languages(monkeypatch, capsys, surrogate.check_exercise_1, arctan_step)
-    _assert_chinese_verdict(english, chinese, "提示：你的 grad 传回的全是零（起始代码的行为）")
-    english, chinese = _in_both_languages(monkeypatch, capsys, surrogate.check_exercise_2, repaired)
-    _assert_chinese_verdict(english, chinese, "提示：无论 dy 是多少，grad 传回的都一样")
+    _assert_speaks_chinese(monkeypatch, capsys, "提示：你的 grad 传回的全是零（起始代码的行为）",
+                           surrogate.check_exercise_1, arctan_step)
+    _assert_speaks_chinese(monkeypatch, capsys, "提示：无论 dy 是多少，grad 传回的都一样", surrogate.check_exercise_2, repaired)
 
 
-def test_the_relu_checks_speak_chinese(monkeypatch, capsys):
+def test_the_relu_checks_speak_chinese(monkeypatch, capsys, relu_network):
     from exercises import relu
 
-    rng = np.random.default_rng(0)
-    weights = [tf.constant(rng.normal(0, 0.5, s).astype(np.float32))
-               for s in [(4, 6), (6,), (6, 6), (6,), (6, 5), (5,), (5, 10), (10,)]]
-
-    def forward(w, images, relu=tf.nn.relu):
-        relus = tuple(relu) if isinstance(relu, (tuple, list)) else (relu,) * 3
-        h = tf.reshape(images, [-1, 4])
-        for i in range(3):
-            h = relus[i](tf.matmul(h, w[2 * i]) + w[2 * i + 1])
-        return tf.matmul(h, w[6]) + w[7]
+    forward, weights, images, labels = relu_network
 
     @tf.function
     def saliency(images, labels):
         logits = forward(weights, images)
         return tf.gradients(tf.reduce_sum(logits * tf.one_hot(labels, 10)), images)[0]
 
-    english, chinese = _in_both_languages(monkeypatch, capsys, relu.check_exercise_1, tf.nn.relu)
-    _assert_chinese_verdict(english, chinese, "提示：这是普通 ReLU 的梯度")
-    images, labels = rng.normal(size=(6, 2, 2, 1)).astype(np.float32), rng.integers(0, 10, 6).astype(np.int32)
-    english, chinese = _in_both_languages(monkeypatch, capsys, relu.check_exercise_2, saliency, images, labels,
-                                          forward, weights)
-    _assert_chinese_verdict(english, chinese, "是在覆盖的 with 块内创建的吗")
+    _assert_speaks_chinese(monkeypatch, capsys, "提示：这是普通 ReLU 的梯度", relu.check_exercise_1, tf.nn.relu)
+    _assert_speaks_chinese(monkeypatch, capsys, "是在覆盖的 with 块内创建的吗",
+                           relu.check_exercise_2, saliency, images, labels, forward, weights)
 
 
-def test_the_chain_checks_speak_chinese(monkeypatch, capsys):
-    import keras
-
+def test_the_chain_checks_speak_chinese(monkeypatch, capsys, chain_backward):
     import gradlab
     from exercises import chain
 
-    layers = [keras.layers.Dense(8 if i < 6 else 1, activation="tanh" if i < 6 else None,
-                                 kernel_initializer=keras.initializers.RandomNormal(stddev=0.7, seed=i),
-                                 name=f"dense_{i}") for i in range(1, 7)]
-    rng = np.random.default_rng(0)
-    inputs, targets = (tf.constant(rng.normal(size=(16, n)), tf.float32) for n in (4, 1))
-    probe = gradlab.GradientProbe()
-
-    def backward(modify=None):
-        probe.clear()
-        with tf.GradientTape() as tape:
-            h = inputs
-            for i, layer in enumerate(layers, start=1):
-                h = probe(layer(h), name=layer.name)
-                h = h if modify is None else modify(h, i)
-            loss = tf.reduce_mean((h - targets) ** 2)
-        variables = [w for layer in layers for w in layer.trainable_variables]
-        grads = tape.gradient(loss, variables)                        # the probe records the norms here
-        return dict(loss=loss.numpy(), norms=probe.norms(), weights=gradlab.plots.layer_gradient_norms(grads, variables))
-
+    backward = chain_backward
     english, chinese = _in_both_languages(monkeypatch, capsys, chain.check_exercise_1,
                                           lambda plain_norms, clip_at, max_norm: dict(plain_norms), backward)
     assert re.match(r"还不对 \(在 dense_\d 之后裁剪，界为 [\d.]+\)：", chinese), chinese   # as "Not yet (clip ...): "
     _assert_chinese_verdict(english, chinese, "提示：反向传播关于它起始的梯度是线性的")
-    english, chinese = _in_both_languages(monkeypatch, capsys, chain.check_exercise_2,
-                                          lambda h, i: gradlab.clip_gradient_norm(h, 0.1) if i == 4 else h, backward)
-    _assert_chinese_verdict(english, chinese, "哪些层需要各自的裁剪")
+    _assert_speaks_chinese(monkeypatch, capsys, "哪些层需要各自的裁剪",
+                           chain.check_exercise_2, lambda h, i: gradlab.clip_gradient_norm(h, 0.1) if i == 4 else h, backward)
 
 
 def test_the_optimizer_checks_speak_chinese(monkeypatch, capsys):
@@ -261,11 +232,9 @@ def test_the_optimizer_checks_speak_chinese(monkeypatch, capsys):
     def my_clip_by_global_norm(grads, max_norm):
         return [tf.clip_by_norm(g, max_norm) for g in grads]
 
-    english, chinese = _in_both_languages(monkeypatch, capsys, optimizer.check_exercise_1, my_clip_by_global_norm)
-    _assert_chinese_verdict(english, chinese, "提示：这是逐变量裁剪")
-    english, chinese = _in_both_languages(monkeypatch, capsys, optimizer.check_exercise_2,
-                                          lambda grads, variables: grads)
-    _assert_chinese_verdict(english, chinese, "变量的哪个属性表明它属于隐藏层")
+    _assert_speaks_chinese(monkeypatch, capsys, "提示：这是逐变量裁剪", optimizer.check_exercise_1, my_clip_by_global_norm)
+    _assert_speaks_chinese(monkeypatch, capsys, "变量的哪个属性表明它属于隐藏层",
+                           optimizer.check_exercise_2, lambda grads, variables: grads)
 
 
 # --- the self-checks of notebooks 08 to 14: the starters' verdicts in Chinese ------------------------------
