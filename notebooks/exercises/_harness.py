@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import re
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -139,8 +140,13 @@ def running(what: str | None = None, *, last: bool = False, hint: str = "") -> I
         separator = "" if not hint or hint.startswith("\n") else " "
         what = _("your function") if what is None else what
         # The error itself stays in English (TensorFlow's and gradlab's messages are English).
-        raised = _("{what} raised {error}").format(what=what, error=first_line(error, last=last))
+        raised = _CJK_SPACE.sub("", _("{what} raised {error}").format(what=what, error=first_line(error, last=last)))
         raise NotYet(f"{raised}.{separator}{hint}" if hint else raised) from error
+
+
+#: A space between two Chinese characters, left where a translated template joins a translated piece
+#: ("你的函数" + " 抛出了异常"); Chinese runs on without one (and keeps it beside Latin text and code).
+_CJK_SPACE = re.compile(r"(?<=[\u4e00-\u9fff\u3000-\u303f\uff00-\uffef]) (?=[\u4e00-\u9fff])")
 
 
 def _not_yet(message: str) -> str:

@@ -107,7 +107,7 @@ def test_a_check_that_reads_tensorflows_english_error_still_recognises_it_in_chi
 
     assert not custom_gradient.check_exercise_2(product)
     out = capsys.readouterr().out
-    assert out.startswith("还不对：你的函数 抛出了异常 ValueError: custom_gradient function expected to return 2 gradients")
+    assert out.startswith("还不对：你的函数抛出了异常 ValueError: custom_gradient function expected to return 2 gradients")
     assert "提示：product 有两个输入" in out
 
 
