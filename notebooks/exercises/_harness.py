@@ -144,14 +144,18 @@ def running(what: str | None = None, *, last: bool = False, hint: str = "") -> I
         raise NotYet(f"{raised}.{separator}{hint}" if hint else raised) from error
 
 
-#: A space between two Chinese characters, left where a translated template joins a translated piece
-#: ("你的函数" + " 抛出了异常"); Chinese runs on without one (and keeps it beside Latin text and code).
-_CJK_SPACE = re.compile(r"(?<=[\u4e00-\u9fff\u3000-\u303f\uff00-\uffef]) (?=[\u4e00-\u9fff])")
+#: A space between two Chinese characters (or before a full-width parenthesis), left where a translated template
+#: joins a translated piece ("你的函数" + " 抛出了异常"); Chinese runs on without one (and keeps it beside Latin
+#: text and code).
+_CJK_SPACE = re.compile(r"(?<=[\u4e00-\u9fff\u3000-\u303f\uff00-\uffef]) (?=[\u4e00-\u9fff\uff08])")
 
 
 def _not_yet(message: str) -> str:
     # "Not yet (setting): ..." reads better than "Not yet: (setting) ..." when a check names a setting.
-    return (_("Not yet ") if message.startswith("(") else _("Not yet: ")) + message
+    # A translation may open the setting with a full-width parenthesis: "还不对（…）：…".
+    if message.startswith(("(", "\uff08")):
+        return _CJK_SPACE.sub("", _("Not yet ") + message)
+    return _("Not yet: ") + message
 
 
 class SelfCheck:

@@ -526,7 +526,7 @@ def test_the_explorers_labels_follow_the_language_the_workbook_chose(monkeypatch
     english.close()
     monkeypatch.setenv("GRADLAB_LANGUAGE", "zh_CN")
     scale, clip = gw.scale_explorer(-0.5), gw.clip_explorer(-0.25, 1.5)
-    assert scale.sliders["factor"].description == "梯度倍数 ×" and "反向传播" in getattr(scale.sliders["factor"], TOOLTIP)
+    assert scale.sliders["factor"].description == "梯度系数 ×" and "反向传播" in getattr(scale.sliders["factor"], TOOLTIP)
     assert clip.sliders["clip"].description == "裁剪区间 [min, max]"
     for explorer in (scale, clip):
         explorer.close()
@@ -564,7 +564,7 @@ def test_every_explorers_labels_are_chinese_under_zh_cn_and_english_otherwise(mo
         assert [widget.value for widget in zh.sliders.values()] == [widget.value for widget in en.sliders.values()]
     assert chinese[2].sliders["width"].description == "替代导数半宽"
     assert chinese[3].sliders["forward"].description == "前向（值）"
-    assert [label for label, _ in chinese[3].sliders["forward"].options] == ["round", "sign", "阶跃 (x > 0)", "floor"]
+    assert [label for label, _ in chinese[3].sliders["forward"].options] == ["round", "sign", "阶跃（x > 0）", "floor"]
     assert [label for label, _ in chinese[3].sliders["backward"].options] == [
         "恒等映射", "tanh", "hard tanh（裁剪到 [-1, 1]）", "sigmoid"]
     # The repr names the options as a caller passes them, in every language.

@@ -220,7 +220,7 @@ def test_the_chain_checks_speak_chinese(monkeypatch, capsys, chain_backward):
     backward = chain_backward
     english, chinese = _in_both_languages(monkeypatch, capsys, chain.check_exercise_1,
                                           lambda plain_norms, clip_at, max_norm: dict(plain_norms), backward)
-    assert re.match(r"还不对 \(在 dense_\d 之后裁剪，界为 [\d.]+\)：", chinese), chinese   # as "Not yet (clip ...): "
+    assert re.match(r"还不对（在 dense_\d 之后裁剪，界为 [\d.]+）：", chinese), chinese   # as "Not yet (clip ...): "
     _assert_chinese_verdict(english, chinese, "提示：反向传播关于它起始的梯度是线性的")
     _assert_speaks_chinese(monkeypatch, capsys, "哪些层需要各自的裁剪",
                            chain.check_exercise_2, lambda h, i: gradlab.clip_gradient_norm(h, 0.1) if i == 4 else h, backward)
