@@ -27,8 +27,6 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import csv
-import functools
-import gettext
 import hashlib
 import json
 import os
@@ -50,15 +48,11 @@ RUNNER = HERE / "grade_runner.py"
 DEFAULT_TIMEOUT = 600            # seconds per student: a notebook's run is well under a minute
 PLACEHOLDER = "_Type your answer here, replacing this text._"
 RECORD = "grader-manifest.sha256"   # beside grader/, written by make assignments
-LOCALE = HERE / "locale"             # the assignments domain (tools/i18n.py): the feedback in a translated edition
 
-
-@functools.lru_cache(maxsize=None)
-def translator(language: str = "en"):
-    """The feedback's ``gettext`` in ``language`` (the grader's ``questions.json`` names it; English: as written)."""
-    if language == "en":
-        return lambda message: message
-    return gettext.translation("assignments", localedir=str(LOCALE), languages=[language], fallback=True).gettext
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+# The feedback's words in the grader's language (questions.json names it): the generator's own catalog lookup.
+from make_assignments import translator  # noqa: E402
 
 
 class Tampered(SystemExit):
