@@ -12,7 +12,6 @@ the line of your code that built it.
 from __future__ import annotations
 
 import collections.abc
-import contextlib
 import dataclasses
 import functools
 import importlib.util
@@ -21,15 +20,14 @@ import os
 import re
 import sys
 import sysconfig
-import threading
 import traceback
-import warnings
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 from tensorflow.python.framework import ops as tf_ops
 
 from gradlab import _validation as v
+from gradlab._tracing import functions_traced_inline
 
 __all__ = ["explain_gradient", "GradientReport", "GradientDiagnosis"]
 
@@ -576,39 +574,13 @@ def _trace(fn: Callable, sources: List[_Source], todo: Dict[int, str]):
     last_error: Optional[BaseException] = None
     for autograph in (False, True):
         try:
-            with _nested_functions_inlined():
+            with functions_traced_inline():
                 concrete = tf.function(traced, autograph=autograph).get_concrete_function(*specs)
             return state["walk"], state["keys"], concrete, [s.arg for s in tensor_sources]
         except tf.errors.OperatorNotAllowedInGraphError as error:  # Python control flow on a tensor
             last_error = error
             continue
     raise last_error  # type: ignore[misc]
-
-
-#: Held while ``tf.config.run_functions_eagerly`` is switched on (:func:`_nested_functions_inlined`).
-_RUN_EAGERLY_LOCK = threading.RLock()
-
-
-@contextlib.contextmanager
-def _nested_functions_inlined() -> Iterator[None]:
-    """Traces the ``tf.function``s that ``fn`` calls into its own graph, not as call ops gradlab cannot open.
-
-    With ``tf.config.run_functions_eagerly(True)``, calling a ``tf.function`` runs its Python function
-    where it is called: inside the trace, its ops land in the traced graph (a loss calling a
-    ``tf.function`` with an ``input_signature``, say), and their tracebacks give the user's lines.
-    The setting is process-wide: a lock keeps two diagnoses in two threads from restoring each other's
-    value, and a ``tf.function`` that another thread calls meanwhile runs eagerly (correct, but slower).
-    """
-    with _RUN_EAGERLY_LOCK:
-        before = tf.config.functions_run_eagerly()
-        tf.config.run_functions_eagerly(True)
-        try:
-            with warnings.catch_warnings():  # tf.data's functions stay traced: that is fine here, say nothing
-                warnings.filterwarnings("ignore", message=".*does not apply to tf.data functions",
-                                        category=UserWarning)
-                yield
-        finally:
-            tf.config.run_functions_eagerly(before)
 
 
 # --- the words ----------------------------------------------------------------------------------------

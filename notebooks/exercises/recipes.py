@@ -5,6 +5,8 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework.function_def_to_graph import function_def_to_graph
 
+from gradlab._tracing import functions_traced_inline
+
 from exercises._harness import NotYet, first_line, running, self_check
 from exercises._i18n import _
 
@@ -208,8 +210,8 @@ def _in_a_graph(one_row_per_id, example) -> tuple[list, tuple]:
 
     The traced function returns, beside the result, every tensor its graph computes (the learner's
     ops included), so their run-time shapes show. A ``tf.function`` the answer calls is traced into
-    the same graph (its Python function runs there, as under ``tf.config.run_functions_eagerly``),
-    so its tensors count too; the bodies of the functions that stay nested (``tf.cond``,
+    the same graph (its Python function runs there: gradlab's ``functions_traced_inline``, as the
+    doctor traces), so its tensors count too; the bodies of the functions that stay nested (``tf.cond``,
     ``tf.while_loop``) add their ops with the shapes known when traced. Raises ``NotYet`` for an
     answer that runs only eagerly (``.numpy()``, NumPy): a gradient is transformed inside a graph (a
     ``tf.function``, Keras' ``fit``), where it cannot run.
@@ -222,13 +224,9 @@ def _in_a_graph(one_row_per_id, example) -> tuple[list, tuple]:
                      if t.dtype not in (tf.resource, tf.variant, tf.string)]
         return list(traced), (result.values, result.indices, result.dense_shape)
 
-    eagerly = tf.config.functions_run_eagerly()
     try:
-        tf.config.run_functions_eagerly(True)   # a nested tf.function runs its Python here: its ops are traced
-        try:
+        with functions_traced_inline():   # a nested tf.function runs its Python here: its ops are traced
             concrete = tf.function(run, autograph=False).get_concrete_function()
-        finally:
-            tf.config.run_functions_eagerly(eagerly)
         values, merged = concrete()
     except Exception as error:
         raise NotYet(_("the result is right, but your function cannot run in a graph (a tf.function, Keras' "
