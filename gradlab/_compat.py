@@ -4,10 +4,17 @@ gradlab does not install TensorFlow itself (installing its distribution, ``gradl
 TensorFlow you have, CPU or GPU build). It needs TensorFlow 2.16 to 2.21: 2.16 is the first whose ``tf.keras`` is
 Keras 3, and 2.21 is the newest release it is tested on. Anything else raises an ``ImportError``
 that says what to install, instead of failing later with an obscure error.
+
+It also holds :func:`functions_traced_inline`, the one switch of ``tf.config.run_functions_eagerly`` that the
+gradient doctor and notebook 13's self-check share.
 """
 from __future__ import annotations
 
+import contextlib
 import re
+import threading
+import warnings
+from typing import Iterator
 
 #: The supported TensorFlow releases: ``MIN <= (major, minor) < MAX``. pyproject.toml's extras
 #: declare the same range; tests/project/test_packaging.py checks that the two agree.
@@ -56,3 +63,33 @@ def import_tensorflow():
         raise ImportError(f"gradlab needs TensorFlow, which cannot be imported ({error}). {_INSTALL}") from error
     check_tensorflow_version(tf.__version__)
     return tf
+
+
+# --- tracing with the tf.functions a function calls inlined (the doctor, and notebook 13's self-check) ---
+
+#: Held while ``tf.config.run_functions_eagerly`` is switched on (:func:`functions_traced_inline`).
+_RUN_EAGERLY_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def functions_traced_inline() -> Iterator[None]:
+    """Traces the ``tf.function``s a traced function calls into its own graph, not as call ops that hide their ops.
+
+    With ``tf.config.run_functions_eagerly(True)``, calling a ``tf.function`` runs its Python function
+    where it is called: inside the trace, its ops land in the traced graph (a loss calling a
+    ``tf.function`` with an ``input_signature``, say), and their tracebacks give the user's lines.
+    The setting is process-wide: a lock keeps two diagnoses in two threads from restoring each other's
+    value, and a ``tf.function`` that another thread calls meanwhile runs eagerly (correct, but slower).
+    """
+    import tensorflow as tf  # here, not at the top: importing this module must not import TensorFlow (see above)
+
+    with _RUN_EAGERLY_LOCK:
+        before = tf.config.functions_run_eagerly()
+        tf.config.run_functions_eagerly(True)
+        try:
+            with warnings.catch_warnings():  # tf.data's functions stay traced: that is fine here, say nothing
+                warnings.filterwarnings("ignore", message=".*does not apply to tf.data functions",
+                                        category=UserWarning)
+                yield
+        finally:
+            tf.config.run_functions_eagerly(before)

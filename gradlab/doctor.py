@@ -27,7 +27,7 @@ import tensorflow as tf
 from tensorflow.python.framework import ops as tf_ops
 
 from gradlab import _validation as v
-from gradlab._tracing import functions_traced_inline
+from gradlab._compat import functions_traced_inline
 
 __all__ = ["explain_gradient", "GradientReport", "GradientDiagnosis"]
 

@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework.function_def_to_graph import function_def_to_graph
 
-from gradlab._tracing import functions_traced_inline
+from gradlab._compat import functions_traced_inline
 
 from exercises._harness import NotYet, first_line, running, self_check
 from exercises._i18n import _
